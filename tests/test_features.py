@@ -1,0 +1,70 @@
+"""Features as DeepSpeech 0.9 computes them, on the bundled real speech."""
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tfv1
+
+from conftest import SMOKE_CSV, ALPHABET
+from deepspeech_training.util.audio import AudioError, read_audio
+from deepspeech_training.util.config import Config, N_CONTEXT, N_INPUT
+from deepspeech_training.util.feeding import audio_to_features, create_overlapping_windows, frame_count
+from deepspeech_training.util.samples import read_sources
+from deepspeech_training.util.text import load_alphabet
+
+CONFIG = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
+                audio_step_samples=320, n_hidden=8, n_classes=29, checkpoint_dir='', load_checkpoint_dir='',
+                save_checkpoint_dir='', summary_dir='')
+
+
+def run(tensor, feed=None):
+    with tfv1.Session(graph=tensor.graph) as session:
+        return session.run(tensor, feed)
+
+
+@pytest.fixture(scope='module')
+def speech():
+    record = read_sources([SMOKE_CSV], load_alphabet(ALPHABET))[0]
+    return read_audio(record.audio_path, 16000)
+
+
+def test_mfcc_frames_are_26_coefficients_every_20_ms(speech):
+    with tfv1.Graph().as_default():
+        features = run(audio_to_features(tfv1.constant(speech), 16000, CONFIG))
+    assert features.shape == (frame_count(len(speech), CONFIG), 26)
+    assert features.shape[0] == 1 + (len(speech) - 512) // 320
+    assert np.isfinite(features).all() and features.std() > 0
+
+
+def test_windows_are_19_frames_offset_major_zero_padded():
+    frames = np.arange(5 * N_INPUT, dtype=np.float32).reshape(1, 5, N_INPUT)
+    with tfv1.Graph().as_default():
+        windows = run(create_overlapping_windows(tfv1.constant(frames), CONFIG))
+    assert windows.shape == (1, 5, 19, 26)
+    # the centre (offset 0, index 9) of window t is frame t; offset +1 is frame t+1
+    np.testing.assert_array_equal(windows[0, 2, 9], frames[0, 2])
+    np.testing.assert_array_equal(windows[0, 2, 10], frames[0, 3])
+    np.testing.assert_array_equal(windows[0, 0, 8], np.zeros(26))   # before the first frame
+    np.testing.assert_array_equal(windows[0, 4, 10], np.zeros(26))  # after the last frame
+    flat = windows.reshape(1, 5, 19 * 26)
+    assert flat[0, 2, (1 + 9) * 26 + 3] == frames[0, 3, 3]
+
+
+def test_other_sample_rates_are_resampled_or_rejected(tmp_path, speech):
+    import soundfile
+    path = str(tmp_path / '8k.wav')
+    soundfile.write(path, speech[::2], 8000, subtype='PCM_16')
+    resampled = read_audio(path, 16000)
+    assert abs(len(resampled) - len(speech)) <= 2
+    with pytest.raises(AudioError, match='sample rate 8000 Hz, expected 16000 Hz'):
+        read_audio(path, 16000, normalize_sample_rate=False)
+
+
+def test_stereo_and_garbage_files_are_rejected(tmp_path, speech):
+    import soundfile
+    stereo = str(tmp_path / 'stereo.wav')
+    soundfile.write(stereo, np.stack([speech, speech], axis=1), 16000)
+    with pytest.raises(AudioError, match='2 channels, expected mono'):
+        read_audio(stereo, 16000)
+    garbage = tmp_path / 'garbage.wav'
+    garbage.write_bytes(b'not a wav file at all')
+    with pytest.raises(AudioError, match='cannot decode audio'):
+        read_audio(str(garbage), 16000)

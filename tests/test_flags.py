@@ -1,0 +1,29 @@
+"""Bad flags fail at once, with a message that says what to do, and before anything is written."""
+import pytest
+
+from conftest import SMOKE_CSV, run_deepspeech
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--n_hiden', '10'], "Unknown command line flag 'n_hiden'"),
+    (['--train_files', SMOKE_CSV, '--dropout_rate', '1.5'], 'must be in [0, 1)'),
+    (['--train_files', 'no/such.csv'], 'names a CSV file that does not exist'),
+    (['--train_files', SMOKE_CSV, '--early_stop'], 'give --dev_files too'),
+    (['--load_train', 'newest'], 'value should be one of'),
+    ([], 'nothing to do'),
+])
+def test_bad_flags_are_rejected_with_a_clear_message(tmp_path, args, message):
+    result = run_deepspeech('--checkpoint_dir', tmp_path / 'ckpt', *args, check=False)
+    assert result.returncode != 0
+    assert message in result.output
+    assert not (tmp_path / 'ckpt').exists()
+
+
+def test_bad_csv_row_stops_before_any_checkpoint_or_summary(tmp_path):
+    csv_path = tmp_path / 'bad.csv'
+    csv_path.write_text('wav_filename,wav_filesize,transcript\nmissing.wav,10,Hello World\n')
+    result = run_deepspeech('--train_files', csv_path, '--checkpoint_dir', tmp_path / 'ckpt',
+                            '--summary_dir', tmp_path / 'summaries', check=False)
+    assert result.returncode == 1
+    assert "bad.csv: line 2: missing.wav: characters not in the alphabet: 'H' 'W'" in result.output
+    assert not (tmp_path / 'ckpt').exists() and not (tmp_path / 'summaries').exists()

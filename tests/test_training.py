@@ -1,0 +1,120 @@
+"""Single-process training as a user runs it: real speech, real subprocesses, real checkpoints."""
+import glob
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, start_step, tiny_model_flags
+
+pytestmark = pytest.mark.slow
+N_HIDDEN = 32
+STEPS_PER_EPOCH = 3       # three bundled utterances, batch size 1
+
+
+def expected_variables(h, classes=29):
+    """GUIDE §4: DeepSpeech 0.9's checkpoint variable names and shapes."""
+    lstm = 'cudnn_lstm/rnn/multi_rnn_cell/cell_0/cudnn_compatible_lstm_cell/'
+    shapes = {'layer_1/weights': [494, h], 'layer_2/weights': [h, h], 'layer_3/weights': [h, h],
+              'layer_5/weights': [h, h], 'layer_6/weights': [h, classes], 'layer_6/bias': [classes],
+              lstm + 'kernel': [2 * h, 4 * h], lstm + 'bias': [4 * h]}
+    shapes.update({'layer_{}/bias'.format(i): [h] for i in (1, 2, 3, 5)})
+    variables = dict(shapes)
+    for name, shape in shapes.items():
+        variables[name + '/Adam'] = shape
+        variables[name + '/Adam_1'] = shape
+    variables.update({'global_step': [], 'learning_rate': [], 'beta1_power': [], 'beta2_power': []})
+    return variables
+
+
+def checkpoint_values(prefix):
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+@pytest.fixture(scope='module')
+def resumed_run(tmp_path_factory):
+    """Two epochs with validation, then a second run of one epoch that cannot move the weights
+    (learning rate 0), so anything re-initialised would show."""
+    tmp_path = tmp_path_factory.mktemp('resume')
+    flags = tiny_model_flags(tmp_path, N_HIDDEN) + ['--train_files', SMOKE_CSV]
+    first = run_deepspeech(*flags, '--dev_files', SMOKE_CSV, '--epochs', 2)
+    second = run_deepspeech(*flags, '--epochs', 1, '--learning_rate', 0, '--force_initialize_learning_rate')
+    return tmp_path / 'checkpoints', first.output, second.output
+
+
+def test_overfit_one_utterance_decodes_exactly(tmp_path):
+    output_file = tmp_path / 'results.json'
+    run_deepspeech(*tiny_model_flags(tmp_path, 100), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 200,
+                   '--test_files', SMOKE_SINGLE_CSV, '--load_evaluate', 'last', '--test_output_file', output_file)
+    [result] = json.loads(output_file.read_text())
+    assert result['res'] == result['src'], result
+    assert result['wer'] == 0.0 and result['cer'] == 0.0
+
+
+def test_resume_continues_global_step_and_epochs_without_reinitialising(resumed_run):
+    checkpoints, first, second = resumed_run
+    assert 'Finished training epoch 1 ' in first
+    assert start_step(second) == 2 * STEPS_PER_EPOCH
+    assert 'Finished training epoch 2 ' in second and 'epoch 0 ' not in second
+    before = checkpoint_values(str(checkpoints / 'train-{}'.format(2 * STEPS_PER_EPOCH)))
+    after = checkpoint_values(str(checkpoints / 'train-{}'.format(3 * STEPS_PER_EPOCH)))
+    assert after['global_step'] == 3 * STEPS_PER_EPOCH
+    for name in ('layer_1/weights', 'layer_6/bias', 'layer_3/weights/Adam_1'):
+        np.testing.assert_allclose(after[name.replace('/Adam_1', '')], before[name.replace('/Adam_1', '')])
+    # Adam's step counters went on from the first run, they did not restart at beta
+    np.testing.assert_allclose(after['beta1_power'], before['beta1_power'] * 0.9 ** STEPS_PER_EPOCH, rtol=1e-5)
+
+
+def test_checkpoint_has_deepspeech_variable_names_and_shapes(resumed_run):
+    checkpoints = resumed_run[0]
+    reader = tf.train.load_checkpoint(str(checkpoints / 'train-{}'.format(2 * STEPS_PER_EPOCH)))
+    assert reader.get_variable_to_shape_map() == expected_variables(N_HIDDEN)
+    assert reader.get_variable_to_dtype_map()['global_step'] == tf.int64
+    assert (checkpoints / 'flags.txt').read_text().count('--n_hidden=32') == 1
+    assert glob.glob(str(checkpoints / 'best_dev-*.index'))
+    assert (checkpoints / 'best_dev_checkpoint').exists()
+
+
+def saved_step(checkpoints, state_file):
+    path = tf.train.get_checkpoint_state(str(checkpoints), state_file).model_checkpoint_path
+    return int(path.rsplit('-', 1)[1])
+
+
+@pytest.mark.parametrize('method', ['best', 'last'])
+def test_load_train_best_or_last_restores_that_checkpoint(resumed_run, tmp_path, method):
+    checkpoints = resumed_run[0]
+    best, last = saved_step(checkpoints, 'best_dev_checkpoint'), saved_step(checkpoints, 'checkpoint')
+    assert best <= 2 * STEPS_PER_EPOCH < last == 3 * STEPS_PER_EPOCH   # only the first run validated
+    run = run_deepspeech('--n_hidden', N_HIDDEN, '--train_files', SMOKE_CSV, '--epochs', 0,
+                         '--load_checkpoint_dir', checkpoints, '--save_checkpoint_dir', tmp_path / 'out',
+                         '--summary_dir', tmp_path / 'summaries', '--load_train', method)
+    assert start_step(run.output) == (best if method == 'best' else last)
+
+
+def test_missing_checkpoint_for_load_train_best_is_a_clear_error(tmp_path):
+    run = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--load_train', 'best',
+                         check=False)
+    assert run.returncode == 1
+    assert 'no best checkpoint in' in run.output and '--load_train init' in run.output
+
+
+def test_summaries_are_written_for_train_and_dev(resumed_run):
+    summaries = resumed_run[0].parent / 'summaries'
+    assert glob.glob(str(summaries / 'train' / 'events.out.tfevents.*'))
+    assert glob.glob(str(summaries / 'dev' / 'events.out.tfevents.*'))
+
+
+def test_main_job_script_trains_tests_and_reports(tmp_path):
+    """README command 1, shortened: the bundled smoke run prints transcripts and WER/CER."""
+    env = dict(os.environ, SMOKE_DIR=str(tmp_path), TF_CPP_MIN_LOG_LEVEL='2')
+    run = subprocess.run([os.path.join(ROOT, 'bin', 'run_smoke_test.sh'), '--epochs', '3', '--n_hidden', '16'],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert 'Test on data/smoke_test/smoke_test.csv - WER:' in run.stdout
+    assert run.stdout.count(' - res: "') >= 3
+    assert len(json.loads((tmp_path / 'test_output.json').read_text())) == 3

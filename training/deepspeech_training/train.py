@@ -1,0 +1,225 @@
+"""main(), train() and test(): one training loop for one process and for Horovod.
+
+Everything that differs between the two paths goes through the `dist` seam (distributed.py);
+side effects (checkpoints, summaries, flags.txt, reports) happen on the chief only.
+"""
+import os
+import sys
+import time
+
+import tensorflow as tf
+import tensorflow.compat.v1 as tfv1
+from absl import app
+
+from . import distributed
+from .evaluate import decode_set, report, write_test_output
+from .graph import InputSet, build_forward, build_input, run_set
+from .util import logging
+from .util.batching import SetTooSmallError, eval_batches, train_batches
+from .util.checkpoints import CheckpointError, Checkpointer
+from .util.config import config_from_flags, session_config
+from .util.early_stopping import DevTracker
+from .util.flags import FLAGS, create_flags, effective_dropout_rates, split_files
+from .util.logging import log_info
+from .util.samples import DataError, check_audio_files_exist, read_sources
+
+
+def read_set(csv_paths, config, limit, reverse, kind):
+    records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse)
+    if not records:
+        raise DataError(['{}: no samples in {}'.format(kind, ', '.join(csv_paths))])
+    check_audio_files_exist(records)
+    return records
+
+
+def train_set(records, dist):
+    def plan(epoch):
+        return train_batches(len(records), FLAGS.train_batch_size, dist.size, dist.rank, epoch,
+                             FLAGS.random_seed, FLAGS.shuffle_batches)
+    plan(0)  # a set too small for ranks x batch fails here, before any work
+    return InputSet('Training', records, plan, FLAGS.train_batch_size)
+
+
+def eval_set(name, records, batch_size, dist):
+    def plan(epoch):
+        return eval_batches(len(records), batch_size, dist.size, dist.rank)
+    return InputSet(name, records, plan, batch_size)
+
+
+def create_session(dist):
+    intra, inter = dist.threads_per_process()
+    return tfv1.Session(config=session_config(FLAGS.intra_op_parallelism_threads or intra,
+                                              FLAGS.inter_op_parallelism_threads or inter))
+
+
+class Summaries:
+    """TensorBoard scalars under summary_dir/{train,dev}, written by the chief."""
+
+    def __init__(self, summary_dir, is_chief):
+        self.writers = {}
+        if is_chief:
+            self.writers = {kind: tfv1.summary.FileWriter(os.path.join(summary_dir, kind)) for kind in ('train', 'dev')}
+
+    def scalars(self, kind, step, **values):
+        if kind in self.writers:
+            summary = tfv1.Summary(value=[tfv1.Summary.Value(tag=tag, simple_value=float(value))
+                                          for tag, value in values.items()])
+            self.writers[kind].add_summary(summary, step)
+
+    def close(self):
+        for writer in self.writers.values():
+            writer.close()
+
+
+def train(dist, config, train_records, dev_sets):
+    """Train for FLAGS.epochs epochs, validating on `dev_sets` (name -> records) after each."""
+    tfv1.reset_default_graph()
+    tfv1.set_random_seed(FLAGS.random_seed)
+    training = train_set(train_records, dist)
+    validations = [eval_set('Validation ' + name, records, FLAGS.dev_batch_size, dist)
+                   for name, records in dev_sets.items()]
+    forward = build_forward(build_input([training] + validations, config, FLAGS.audio_sample_rate,
+                                        FLAGS.normalize_sample_rate), config, FLAGS.relu_clip)
+    global_step = tfv1.train.get_or_create_global_step()
+    # Stored unscaled, so a checkpoint means the same whatever the number of ranks resuming it.
+    learning_rate = tfv1.get_variable('learning_rate', initializer=FLAGS.learning_rate, trainable=False)
+    new_rate = tfv1.placeholder(tf.float32, [])
+    set_learning_rate = learning_rate.assign(new_rate)
+    optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(learning_rate * dist.size, beta1=FLAGS.beta1,
+                                                             beta2=FLAGS.beta2, epsilon=FLAGS.epsilon))
+    train_op = optimizer.minimize(forward.mean_loss, global_step=global_step)
+    broadcast = dist.broadcast_op()
+    checkpointer = Checkpointer(config.load_checkpoint_dir, config.save_checkpoint_dir, FLAGS.max_to_keep,
+                                dist.is_chief)
+    summaries = Summaries(config.summary_dir, dist.is_chief)
+    train_feed = dict(zip(forward.dropout_rates, effective_dropout_rates()))
+
+    with create_session(dist) as session:
+        checkpointer.load_for_training(session, FLAGS.load_train, FLAGS.drop_source_layers)
+        if FLAGS.force_initialize_learning_rate:
+            session.run(set_learning_rate, {new_rate: FLAGS.learning_rate})
+        session.run(broadcast)
+        write_flags(config, dist)
+        start_step = session.run(global_step)
+        first_epoch = start_step // training.n_batches()
+        rate = session.run(learning_rate)
+        log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}'
+                 .format(start_step, first_epoch, rate, dist.size, rate * dist.size))
+        tracker = DevTracker(dist.sum(session, [checkpointer.best_dev_loss() if dist.is_chief else 0.0])[0],
+                             FLAGS.es_min_delta, FLAGS.es_epochs if FLAGS.early_stop else None,
+                             FLAGS.plateau_epochs if FLAGS.reduce_lr_on_plateau else None)
+        last_save = time.time()
+
+        def after_step(values):
+            nonlocal last_save
+            summaries.scalars('train', values['step'], step_loss=values['mean_loss'],
+                              learning_rate=values['rate'] * dist.size)
+            if time.time() - last_save > FLAGS.checkpoint_secs:
+                checkpointer.save_train(session, global_step)
+                last_save = time.time()
+
+        for epoch in range(first_epoch, first_epoch + FLAGS.epochs):
+            loss_sum, count = run_set(session, training, forward, epoch, feed=train_feed, on_batch=after_step,
+                                      extra_fetches=dict(train=train_op, step=global_step, rate=learning_rate,
+                                                         mean_loss=forward.mean_loss))
+            loss_sum, count = dist.sum(session, [loss_sum, count])
+            step = session.run(global_step)
+            log_info('Finished training epoch {} - loss: {:.6f}'.format(epoch, loss_sum / count))
+            summaries.scalars('train', step, loss=loss_sum / count)
+            checkpointer.save_train(session, global_step)
+            last_save = time.time()
+            if not validations:
+                continue
+            dev_loss = validate(session, validations, forward, dist, epoch)
+            summaries.scalars('dev', step, loss=dev_loss)
+            decision = tracker.update(dev_loss)
+            if decision.save_best:
+                path = checkpointer.save_best(session, global_step, dev_loss)
+                log_info('Saved new best validating model with loss {:.6f} to: {}'.format(dev_loss, path))
+            if decision.stop:
+                log_info('Early stop triggered as the loss did not improve the last {} epochs'
+                         .format(tracker.epochs_without_improvement))
+                break
+            if decision.plateau:
+                reduced = session.run(learning_rate) * FLAGS.plateau_reduction
+                checkpointer.reload_best(session)
+                session.run(broadcast)
+                session.run(set_learning_rate, {new_rate: reduced})
+                log_info('Encountered a plateau, reloaded best_dev and reduced the learning rate to {:g} '
+                         '(effective {:g})'.format(reduced, reduced * dist.size))
+    summaries.close()
+
+
+def validate(session, validations, forward, dist, epoch):
+    """Sample-weighted mean dev loss over all dev sets and all ranks (the same on every rank)."""
+    totals = []
+    for validation in validations:
+        loss_sum, count = dist.sum(session, run_set(session, validation, forward))
+        log_info('Finished {} epoch {} - loss: {:.6f}'.format(validation.name, epoch, loss_sum / count))
+        totals.append((loss_sum, count))
+    return sum(t[0] for t in totals) / sum(t[1] for t in totals)
+
+
+def write_flags(config, dist):
+    if dist.is_chief:
+        os.makedirs(config.save_checkpoint_dir, exist_ok=True)
+        with open(os.path.join(config.save_checkpoint_dir, 'flags.txt'), 'w') as out:
+            out.write(FLAGS.flags_into_string())
+
+
+def test(dist, config, test_sets):
+    """Decode each test set from the checkpoint --load_evaluate picks; print DeepSpeech's report."""
+    tfv1.reset_default_graph()
+    sets = [eval_set('Test ' + name, records, FLAGS.test_batch_size, dist) for name, records in test_sets.items()]
+    forward = build_forward(build_input(sets, config, FLAGS.audio_sample_rate, FLAGS.normalize_sample_rate),
+                            config, FLAGS.relu_clip)
+    tfv1.train.get_or_create_global_step()
+    tfv1.get_variable('learning_rate', initializer=FLAGS.learning_rate, trainable=False)
+    checkpointer = Checkpointer(config.load_checkpoint_dir, config.save_checkpoint_dir, FLAGS.max_to_keep,
+                                dist.is_chief)
+    broadcast = dist.broadcast_op()
+    all_results, metrics = [], {}
+    with create_session(dist) as session:
+        checkpointer.load_for_evaluation(session, FLAGS.load_evaluate)
+        session.run(broadcast)
+        for test_set, name in zip(sets, test_sets):
+            results = decode_set(session, test_set, forward, config, dist)
+            if dist.is_chief:
+                metrics[name] = report(name, results, FLAGS.report_count)
+                all_results += results
+    if dist.is_chief and FLAGS.test_output_file:
+        write_test_output(FLAGS.test_output_file, all_results)
+    return metrics
+
+
+def main(_):
+    dist = distributed.init(FLAGS.horovod)
+    logging.configure(dist.rank, dist.size, FLAGS.show_progressbar)
+    if not (FLAGS.train_files or FLAGS.test_files):
+        raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test')
+    config = config_from_flags()
+    try:
+        # All input is read and checked before any graph is built or file written.
+        train_records = dev_sets = test_sets = None
+        if FLAGS.train_files:
+            train_records = read_set(split_files(FLAGS.train_files), config, FLAGS.limit_train, FLAGS.reverse_train,
+                                     'train')
+            dev_sets = {p: read_set([p], config, FLAGS.limit_dev, FLAGS.reverse_dev, 'dev')
+                        for p in split_files(FLAGS.dev_files)}
+        if FLAGS.test_files:
+            test_sets = {p: read_set([p], config, FLAGS.limit_test, FLAGS.reverse_test, 'test')
+                         for p in split_files(FLAGS.test_files)}
+        if train_records:
+            train(dist, config, train_records, dev_sets)
+        if test_sets:
+            test(dist, config, test_sets)
+    except (DataError, SetTooSmallError, CheckpointError) as error:
+        logging.log_error(str(error))
+        sys.exit(1)
+
+
+def run_script():
+    tfv1.disable_eager_execution()
+    tf.get_logger().setLevel('ERROR')   # TensorFlow's Python deprecation notices drown our log
+    create_flags()
+    app.run(main)

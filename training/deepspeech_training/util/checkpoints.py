@@ -1,0 +1,145 @@
+"""Loading and saving checkpoints in DeepSpeech 0.9's layout.
+
+`train-<step>` (the last `max_to_keep`, state file `checkpoint`) and `best_dev-<step>` (state file
+`best_dev_checkpoint`). TensorFlow's Saver writes the data files before it atomically replaces the
+state file, so a crash leaves the previous checkpoint loadable. The best dev loss is kept beside the
+best_dev checkpoint (`best_dev_loss.json`, tied to its step) so a resumed run never replaces a
+better best_dev with a worse one. Only the chief reads or writes; other ranks receive the variables
+by broadcast, so they need no access to the checkpoint directory.
+"""
+import json
+import math
+import os
+
+import tensorflow as tf
+import tensorflow.compat.v1 as tfv1
+
+from ..model import LAYERS_FROM_OUTPUT
+from .logging import log_info, log_warn
+
+TRAIN_STATE = 'checkpoint'
+BEST_STATE = 'best_dev_checkpoint'
+BEST_LOSS_FILE = 'best_dev_loss.json'
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+def checkpoint_path(directory, method):
+    """Newest checkpoint prefix of kind 'last' (train-*) or 'best' (best_dev-*), or None."""
+    state = tf.train.get_checkpoint_state(directory, TRAIN_STATE if method == 'last' else BEST_STATE)
+    if state is None or not state.model_checkpoint_path:
+        return None
+    path = state.model_checkpoint_path
+    if not os.path.isabs(path):
+        path = os.path.join(directory, path)
+    if not tf.io.gfile.exists(path + '.index'):
+        raise CheckpointError('{} names {}, which is missing or incomplete; remove that state file to '
+                              'fall back to an older checkpoint'.format(os.path.join(directory, BEST_STATE if
+                                                                                     method == 'best' else
+                                                                                     TRAIN_STATE), path))
+    return path
+
+
+def _dropped(variable, drop_source_layers):
+    scopes = LAYERS_FROM_OUTPUT[:drop_source_layers]
+    return any(variable.op.name == s or variable.op.name.startswith(s + '/') for s in scopes)
+
+
+def restore(session, path, drop_source_layers=0):
+    """Restore every global variable from `path` (except the dropped layers, which are initialised);
+    a variable the checkpoint lacks is an error, never a silent re-initialisation."""
+    variables = tfv1.global_variables()
+    in_checkpoint = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    to_init = [v for v in variables if _dropped(v, drop_source_layers)]
+    to_load = [v for v in variables if v not in to_init]
+    missing = [v.op.name for v in to_load if v.op.name not in in_checkpoint]
+    if missing:
+        raise CheckpointError('checkpoint {} lacks variable(s) {}; was it made with another --n_hidden, '
+                              'alphabet or model version? (--drop_source_layers re-initialises the last '
+                              'layers for transfer learning)'.format(path, ', '.join(missing)))
+    wrong_shape = ['{} {} vs {}'.format(v.op.name, in_checkpoint[v.op.name], v.shape.as_list())
+                   for v in to_load if in_checkpoint[v.op.name] != v.shape.as_list()]
+    if wrong_shape:
+        raise CheckpointError('checkpoint {} has other shapes (checkpoint vs model): {}; check --n_hidden and '
+                              'the alphabet'.format(path, '; '.join(wrong_shape)))
+    tfv1.train.Saver(to_load).restore(session, path)
+    if to_init:
+        session.run(tfv1.variables_initializer(to_init))
+        log_info('Initialised {} dropped variable(s): {}'.format(len(to_init), ', '.join(v.op.name for v in to_init)))
+
+
+class Checkpointer:
+    """Savers and the load policies; everything is a no-op or plain init on non-chief ranks."""
+
+    def __init__(self, load_dir, save_dir, max_to_keep, is_chief):
+        self.load_dir, self.save_dir, self.is_chief = load_dir, save_dir, is_chief
+        self.train_saver = tfv1.train.Saver(max_to_keep=max_to_keep)
+        self.best_saver = tfv1.train.Saver(max_to_keep=1)
+        self.initializer = tfv1.global_variables_initializer()
+
+    def _load_first(self, session, methods, drop_source_layers=0):
+        if not self.is_chief:
+            session.run(self.initializer)
+            return 'broadcast from rank 0'
+        for method in methods:
+            if method == 'init':
+                session.run(self.initializer)
+                log_info('Initialised all variables anew')
+                return 'init'
+            path = checkpoint_path(self.load_dir, method)
+            if path:
+                session.run(self.initializer)
+                restore(session, path, drop_source_layers)
+                log_info('Loaded {} checkpoint {}'.format('best validation' if method == 'best' else 'most recent',
+                                                          path))
+                return path
+        raise CheckpointError('no {} checkpoint in {} (use --load_train init to start from scratch, or set '
+                              '--load_checkpoint_dir)'.format(' or '.join(methods), self.load_dir))
+
+    def load_for_training(self, session, method, drop_source_layers=0):
+        methods = {'auto': ['last', 'best', 'init']}.get(method, [method])
+        return self._load_first(session, methods, drop_source_layers)
+
+    def load_for_evaluation(self, session, method):
+        methods = {'auto': ['best', 'last']}.get(method, [method])
+        return self._load_first(session, methods)
+
+    def reload_best(self, session):
+        if self.is_chief:
+            restore(session, checkpoint_path(self.save_dir, 'best'))
+
+    def save_train(self, session, global_step):
+        if self.is_chief:
+            os.makedirs(self.save_dir, exist_ok=True)
+            return self.train_saver.save(session, os.path.join(self.save_dir, 'train'), global_step=global_step,
+                                         latest_filename=TRAIN_STATE)
+        return None
+
+    def save_best(self, session, global_step, dev_loss):
+        if not self.is_chief:
+            return None
+        os.makedirs(self.save_dir, exist_ok=True)
+        path = self.best_saver.save(session, os.path.join(self.save_dir, 'best_dev'), global_step=global_step,
+                                    latest_filename=BEST_STATE)
+        record = os.path.join(self.save_dir, BEST_LOSS_FILE)
+        with open(record + '.tmp', 'w') as out:
+            json.dump({'checkpoint': os.path.basename(path), 'dev_loss': dev_loss}, out)
+        os.replace(record + '.tmp', record)
+        return path
+
+    def best_dev_loss(self):
+        """The dev loss of the saved best_dev checkpoint, or inf when there is none."""
+        path = checkpoint_path(self.save_dir, 'best')
+        if path is None:
+            return math.inf
+        try:
+            with open(os.path.join(self.save_dir, BEST_LOSS_FILE)) as record_file:
+                record = json.load(record_file)
+        except (OSError, ValueError):
+            record = {}
+        if record.get('checkpoint') != os.path.basename(path):
+            log_warn('the dev loss of {} is not recorded; the next validation will replace it'.format(path))
+            return math.inf
+        return float(record['dev_loss'])

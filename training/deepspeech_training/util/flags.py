@@ -1,0 +1,165 @@
+"""Command-line flags: DeepSpeech 0.9 names and defaults, validated before any work starts.
+
+absl already rejects unknown flags and malformed values; the validators registered here reject
+values and combinations that would only fail (or silently do nothing) hours into a run.
+"""
+import os
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+DEFAULT_DATA_HOME = os.path.join(os.environ.get('XDG_DATA_HOME', os.path.expanduser('~/.local/share')),
+                                 'deepspeech')
+LOAD_METHODS = ['auto', 'best', 'last', 'init']
+
+
+def create_flags():
+    """Define every flag (idempotent, so tests may import several entry points)."""
+    if 'train_files' in FLAGS:
+        return
+    f = flags
+
+    # Data
+    f.DEFINE_string('train_files', '', 'comma-separated list of CSV files to train on (merged)')
+    f.DEFINE_string('dev_files', '', 'comma-separated list of CSV files to validate on after each epoch '
+                    '(reported separately; their sample-weighted mean decides best_dev / early stop / plateau)')
+    f.DEFINE_string('test_files', '', 'comma-separated list of CSV files to test on (reported separately)')
+    f.DEFINE_boolean('normalize_sample_rate', True, 'resample audio whose rate differs from --audio_sample_rate')
+    f.DEFINE_integer('limit_train', 0, 'use at most this many train samples (0 = all)', lower_bound=0)
+    f.DEFINE_integer('limit_dev', 0, 'use at most this many dev samples per dev set (0 = all)', lower_bound=0)
+    f.DEFINE_integer('limit_test', 0, 'use at most this many test samples per test set (0 = all)', lower_bound=0)
+    f.DEFINE_boolean('reverse_train', False, 'train longest samples first')
+    f.DEFINE_boolean('reverse_dev', False, 'validate longest samples first')
+    f.DEFINE_boolean('reverse_test', False, 'test longest samples first')
+    f.DEFINE_boolean('shuffle_batches', False, 'shuffle the order of (length-sorted) train batches each epoch, '
+                     'seeded by --random_seed and the epoch')
+
+    # Features
+    f.DEFINE_integer('audio_sample_rate', 16000, 'sample rate the features are computed at', lower_bound=1)
+    f.DEFINE_integer('feature_win_len', 32, 'feature window length in milliseconds', lower_bound=1)
+    f.DEFINE_integer('feature_win_step', 20, 'feature window step in milliseconds', lower_bound=1)
+
+    # Training
+    f.DEFINE_integer('epochs', 75, 'how many epochs (complete runs through the train files) to train for',
+                     lower_bound=0)
+    f.DEFINE_integer('train_batch_size', 1, 'samples per training step', lower_bound=1)
+    f.DEFINE_integer('dev_batch_size', 1, 'samples per validation step', lower_bound=1)
+    f.DEFINE_integer('test_batch_size', 1, 'samples per test step', lower_bound=1)
+    f.DEFINE_float('learning_rate', 0.001, 'Adam learning rate', lower_bound=0.0)
+    f.DEFINE_boolean('force_initialize_learning_rate', False, 'start from --learning_rate even when the '
+                     'checkpoint holds a (plateau-reduced) rate')
+    f.DEFINE_float('beta1', 0.9, 'Adam beta 1')
+    f.DEFINE_float('beta2', 0.999, 'Adam beta 2')
+    f.DEFINE_float('epsilon', 1e-8, 'Adam epsilon')
+    f.DEFINE_float('dropout_rate', 0.05, 'dropout rate of layer 1 (and the default of the other -1 rates)')
+    f.DEFINE_float('dropout_rate2', -1.0, 'dropout rate of layer 2 (-1: --dropout_rate)')
+    f.DEFINE_float('dropout_rate3', -1.0, 'dropout rate of layer 3 (-1: --dropout_rate)')
+    f.DEFINE_float('dropout_rate4', 0.0, 'dropout rate of layer 4, the LSTM output (-1: --dropout_rate)')
+    f.DEFINE_float('dropout_rate5', 0.0, 'dropout rate of layer 5 (-1: --dropout_rate)')
+    f.DEFINE_float('dropout_rate6', -1.0, 'dropout rate of layer 5 as DeepSpeech 0.9 applied it, i.e. on the '
+                   'input of layer 6; combined with --dropout_rate5 (-1: --dropout_rate)')
+    f.DEFINE_float('relu_clip', 20.0, 'ReLU clipping value of the dense layers', lower_bound=0.0)
+    f.DEFINE_integer('random_seed', 4568, 'seed of the graph and of the batch shuffling')
+
+    # Early stopping and plateau
+    f.DEFINE_boolean('early_stop', False, 'stop when the dev loss has not improved for --es_epochs epochs')
+    f.DEFINE_integer('es_epochs', 25, 'epochs without dev improvement before an early stop', lower_bound=1)
+    f.DEFINE_float('es_min_delta', 0.05, 'smallest dev loss decrease that counts as an improvement',
+                   lower_bound=0.0)
+    f.DEFINE_boolean('reduce_lr_on_plateau', False, 'reload best_dev and reduce the learning rate when the dev '
+                     'loss has not improved for --plateau_epochs epochs')
+    f.DEFINE_integer('plateau_epochs', 10, 'epochs without dev improvement before a plateau', lower_bound=1)
+    f.DEFINE_float('plateau_reduction', 0.1, 'factor the learning rate is multiplied by on a plateau',
+                   lower_bound=0.0, upper_bound=1.0)
+
+    # Checkpoints
+    f.DEFINE_string('checkpoint_dir', '', 'load and save checkpoints here (default: '
+                    + os.path.join(DEFAULT_DATA_HOME, 'checkpoints') + ')')
+    f.DEFINE_string('load_checkpoint_dir', '', 'load checkpoints from here (default: --checkpoint_dir)')
+    f.DEFINE_string('save_checkpoint_dir', '', 'save checkpoints here (default: --checkpoint_dir)')
+    f.DEFINE_integer('checkpoint_secs', 600, 'also save a train checkpoint every this many seconds',
+                     lower_bound=1)
+    f.DEFINE_integer('max_to_keep', 5, 'how many train checkpoints to keep', lower_bound=1)
+    f.DEFINE_enum('load_train', 'auto', LOAD_METHODS, 'what to start training from: "last" train checkpoint, '
+                  '"best" dev checkpoint, "init" fresh weights, "auto" = last, else best, else init')
+    f.DEFINE_enum('load_evaluate', 'auto', LOAD_METHODS[:3], 'what to test/export: "best", "last", or '
+                  '"auto" = best, else last')
+    f.DEFINE_integer('drop_source_layers', 0, 'transfer learning: re-initialise this many of the last layers '
+                     '(1 = layer_6, 2 = layers 5 and 6, ...) instead of loading them', lower_bound=0, upper_bound=5)
+
+    # Model
+    f.DEFINE_integer('n_hidden', 2048, 'width of the hidden layers and LSTM', lower_bound=1)
+    f.DEFINE_string('alphabet_config_path', 'data/alphabet.txt', 'alphabet file: one label per line')
+    f.DEFINE_boolean('bytes_output_mode', False, 'predict UTF-8 bytes instead of alphabet labels')
+
+    # Decoding and reports
+    f.DEFINE_integer('report_count', 5, 'how many best, median and worst test samples to print', lower_bound=0)
+    f.DEFINE_string('test_output_file', '', 'write per-sample test results (src, res, loss, wer, cer) as JSON')
+
+    # Logging, summaries, progress
+    f.DEFINE_string('summary_dir', '', 'TensorBoard summaries go here (default: '
+                    + os.path.join(DEFAULT_DATA_HOME, 'summaries') + ')')
+    f.DEFINE_boolean('show_progressbar', True, 'show progress bars with the running loss')
+    f.DEFINE_integer('log_level', 1, 'TensorFlow C++ log level: 0 all, 1 no infos, 2 no warnings, 3 no errors (give it as --log_level=N)',
+                     lower_bound=0, upper_bound=3)
+
+    # Performance
+    f.DEFINE_integer('inter_op_parallelism_threads', 0, 'TensorFlow inter-op threads (0: automatic)',
+                     lower_bound=0)
+    f.DEFINE_integer('intra_op_parallelism_threads', 0, 'TensorFlow intra-op threads (0: automatic)',
+                     lower_bound=0)
+
+    # Distribution
+    f.DEFINE_boolean('horovod', False, 'train on several processes with Horovod (launch with horovodrun)')
+
+    _register_validators()
+
+
+def _dropout_ok(value):
+    return value == -1.0 or 0.0 <= value < 1.0
+
+
+def _existing_files(csv_list):
+    missing = [p for p in split_files(csv_list) if not os.path.isfile(p)]
+    return not missing
+
+
+def split_files(csv_list):
+    """`a.csv,b.csv` -> ['a.csv', 'b.csv'] (empty items dropped)."""
+    return [p.strip() for p in csv_list.split(',') if p.strip()]
+
+
+def _register_validators():
+    for name in ['dropout_rate', 'dropout_rate2', 'dropout_rate3', 'dropout_rate4', 'dropout_rate5',
+                 'dropout_rate6']:
+        flags.register_validator(name, _dropout_ok, message='must be in [0, 1), or -1 for --dropout_rate')
+    for name in ['train_files', 'dev_files', 'test_files']:
+        flags.register_validator(name, _existing_files,
+                                 message='names a CSV file that does not exist (check the path; several '
+                                         'files are separated by commas)')
+    flags.register_validator('alphabet_config_path', os.path.isfile,
+                             message='alphabet file not found (DeepSpeech\'s English one is data/alphabet.txt)')
+    flags.register_multi_flags_validator(
+        ['train_files', 'dev_files', 'early_stop', 'reduce_lr_on_plateau'],
+        lambda v: not v['train_files'] or v['dev_files'] or not (v['early_stop'] or v['reduce_lr_on_plateau']),
+        message='--early_stop and --reduce_lr_on_plateau decide from the dev loss: give --dev_files too')
+    flags.register_multi_flags_validator(
+        ['early_stop', 'reduce_lr_on_plateau', 'es_epochs', 'plateau_epochs'],
+        lambda v: not (v['early_stop'] and v['reduce_lr_on_plateau']) or v['plateau_epochs'] < v['es_epochs'],
+        message='--plateau_epochs must be smaller than --es_epochs, or the early stop fires before any plateau')
+    flags.register_multi_flags_validator(
+        ['feature_win_len', 'feature_win_step'], lambda v: v['feature_win_step'] <= v['feature_win_len'],
+        message='--feature_win_step must not exceed --feature_win_len (audio between windows would be skipped)')
+    flags.register_multi_flags_validator(
+        ['train_files', 'test_files', 'drop_source_layers', 'load_train'],
+        lambda v: not v['drop_source_layers'] or (v['train_files'] and v['load_train'] != 'init'),
+        message='--drop_source_layers transfers weights into a training run: give --train_files and a '
+                'checkpoint to load from (--load_train best/last/auto)')
+
+
+def effective_dropout_rates():
+    """The six per-layer rates, with -1 meaning --dropout_rate (as DeepSpeech 0.9)."""
+    rates = [FLAGS.dropout_rate, FLAGS.dropout_rate2, FLAGS.dropout_rate3, FLAGS.dropout_rate4,
+             FLAGS.dropout_rate5, FLAGS.dropout_rate6]
+    return [FLAGS.dropout_rate if r < 0 else r for r in rates]

@@ -1,0 +1,102 @@
+"""Reading DeepSpeech CSV sources into sample records (path, size, transcript, labels). No audio is
+opened here: records are cheap, so they can be sorted, limited and sharded before any file is read.
+"""
+import csv
+import os
+from dataclasses import dataclass
+
+from .text import TranscriptError, transcript_to_labels
+
+CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
+MAX_LISTED_PROBLEMS = 20
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    audio_path: str        # absolute, or relative to the working directory
+    filesize: int
+    transcript: str
+    labels: tuple
+    source: str            # the CSV file the sample came from
+    row: int               # line number in that CSV (the header is line 1)
+
+
+class DataError(ValueError):
+    """Problems found in the input data, listed with file, row and fix."""
+
+    def __init__(self, problems):
+        self.problems = problems
+        listed = problems[:MAX_LISTED_PROBLEMS]
+        lines = ['{} problem(s) in the input data:'.format(len(problems))] + ['  ' + p for p in listed]
+        if len(problems) > len(listed):
+            lines.append('  ... and {} more'.format(len(problems) - len(listed)))
+        super().__init__('\n'.join(lines))
+
+
+def read_csv(csv_path, alphabet):
+    """All records of one CSV; raises DataError listing every malformed row."""
+    records, problems = [], []
+    base = os.path.dirname(os.path.abspath(csv_path))
+    try:
+        with open(csv_path, encoding='utf-8', newline='') as csv_file:
+            reader = csv.DictReader(csv_file)
+            missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DataError(['{}: line 1: missing column(s) {}; a DeepSpeech CSV starts with the header '
+                                 '"{}"'.format(csv_path, ', '.join(missing), ','.join(CSV_COLUMNS))])
+            for row in reader:
+                line = reader.line_num
+                record = _record_from_row(row, csv_path, line, base, alphabet, problems)
+                if record:
+                    records.append(record)
+    except UnicodeDecodeError as error:
+        raise DataError(['{}: not valid UTF-8 ({}); re-encode it, e.g. iconv -t UTF-8'.format(csv_path, error)])
+    if problems:
+        raise DataError(problems)
+    return records
+
+
+def _record_from_row(row, csv_path, line, base, alphabet, problems):
+    where = '{}: line {}'.format(csv_path, line)
+    if None in row or any(row[c] is None for c in CSV_COLUMNS):
+        problems.append('{}: expected {} fields (quote transcripts that contain commas)'
+                        .format(where, len(CSV_COLUMNS)))
+        return None
+    wav = row['wav_filename']
+    try:
+        filesize = int(row['wav_filesize'])
+    except ValueError:
+        problems.append('{}: {}: wav_filesize {!r} is not an integer (it is the file size in bytes)'
+                        .format(where, wav, row['wav_filesize']))
+        return None
+    try:
+        labels = transcript_to_labels(alphabet, row['transcript'])
+    except TranscriptError as error:
+        problems.append('{}: {}: {}'.format(where, wav, error))
+        return None
+    path = wav if os.path.isabs(wav) else os.path.join(base, wav)
+    return SampleRecord(path, filesize, row['transcript'], tuple(labels), csv_path, line)
+
+
+def read_sources(csv_paths, alphabet, limit=0, reverse=False):
+    """Records of several CSVs merged, sorted by file size (as DeepSpeech: similar lengths batch
+    together), shortest first unless `reverse`, cut to the first `limit` when limit > 0."""
+    problems, records = [], []
+    for path in csv_paths:
+        try:
+            records.extend(read_csv(path, alphabet))
+        except DataError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise DataError(problems)
+    records.sort(key=lambda r: r.filesize, reverse=reverse)
+    return records[:limit] if limit > 0 else records
+
+
+def check_audio_files_exist(records):
+    """Cheap pre-flight check: every referenced audio file exists (no file is opened)."""
+    problems = ['{}: line {}: audio file {} not found (paths are relative to the CSV\'s folder)'
+                .format(r.source, r.row, r.audio_path) for r in records if not os.path.isfile(r.audio_path)]
+    if problems:
+        raise DataError(problems)
+
