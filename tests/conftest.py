@@ -1,6 +1,7 @@
 """Shared test helpers: the checkout's paths and a runner for `python DeepSpeech.py` subprocesses."""
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -15,18 +16,48 @@ SMOKE_CSV = os.path.join(SMOKE_DIR, 'smoke_test.csv')
 SMOKE_SINGLE_CSV = os.path.join(SMOKE_DIR, 'smoke_test_single.csv')
 
 
-def run_deepspeech(*args, timeout=600, check=True):
-    """Run DeepSpeech.py in a fresh process, as a user would; returns the CompletedProcess with
-    stdout and stderr merged into .output."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
-    command = [sys.executable, os.path.join(ROOT, 'DeepSpeech.py'), '--alphabet_config_path', ALPHABET,
-               '--noshow_progressbar'] + [str(a) for a in args]
-    process = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             universal_newlines=True, timeout=timeout)
-    process.output = process.stdout
+PYTHON_BIN = os.path.dirname(sys.executable)
+
+
+def run_command(command, timeout=600, check=True, env=None):
+    """Run `command` in its own process group, killed whole on timeout (a hung Horovod rank must
+    fail the test, not block the suite). Returns the CompletedProcess, stdout+stderr in .output."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1', **(env or {}))
+    process = subprocess.Popen([str(c) for c in command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, universal_newlines=True, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        raise AssertionError('timed out after {} s: {}\n{}'.format(timeout, ' '.join(map(str, command)),
+                                                                   output[-5000:]))
+    result = subprocess.CompletedProcess(command, process.returncode, output)
+    result.output = output
     if check and process.returncode != 0:
-        raise AssertionError('DeepSpeech.py failed ({}):\n{}'.format(process.returncode, process.output[-5000:]))
-    return process
+        raise AssertionError('{} failed ({}):\n{}'.format(' '.join(map(str, command[:6])), process.returncode,
+                                                          output[-5000:]))
+    return result
+
+
+def deepspeech_command(*args):
+    return [sys.executable, os.path.join(ROOT, 'DeepSpeech.py'), '--alphabet_config_path', ALPHABET,
+            '--noshow_progressbar'] + [str(a) for a in args]
+
+
+def run_deepspeech(*args, timeout=600, check=True):
+    """Run DeepSpeech.py in a fresh process, as a user would."""
+    return run_command(deepspeech_command(*args), timeout=timeout, check=check)
+
+
+def run_horovod(ranks, *args, launcher='horovodrun', wrapper=(), timeout=300, check=True, env=None):
+    """`horovodrun -np N -H localhost:N [wrapper] python DeepSpeech.py --horovod ...` (or mpirun)."""
+    if launcher == 'horovodrun':
+        launch = [os.path.join(PYTHON_BIN, 'horovodrun'), '-np', ranks, '-H', 'localhost:{}'.format(ranks)]
+    else:
+        launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', ranks, '-x', 'PATH']
+    return run_command(launch + list(wrapper) + deepspeech_command('--horovod', *args), timeout=timeout,
+                       check=check, env=env)
 
 
 def start_step(output):

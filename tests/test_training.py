@@ -2,13 +2,12 @@
 import glob
 import json
 import os
-import subprocess
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, start_step, tiny_model_flags
+from conftest import ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, run_command, run_deepspeech, start_step, tiny_model_flags
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 32
@@ -110,11 +109,8 @@ def test_summaries_are_written_for_train_and_dev(resumed_run):
 
 def test_main_job_script_trains_tests_and_reports(tmp_path):
     """README command 1, shortened: the bundled smoke run prints transcripts and WER/CER."""
-    env = dict(os.environ, SMOKE_DIR=str(tmp_path), TF_CPP_MIN_LOG_LEVEL='2')
-    run = subprocess.run([os.path.join(ROOT, 'bin', 'run_smoke_test.sh'), '--epochs', '3', '--n_hidden', '16'],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                         timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert 'Test on data/smoke_test/smoke_test.csv - WER:' in run.stdout
-    assert run.stdout.count(' - res: "') >= 3
+    run = run_command([os.path.join(ROOT, 'bin', 'run_smoke_test.sh'), '--epochs', 3, '--n_hidden', 16],
+                      env={'SMOKE_DIR': str(tmp_path)})
+    assert 'Test on data/smoke_test/smoke_test.csv - WER:' in run.output
+    assert run.output.count(' - res: "') >= 3
     assert len(json.loads((tmp_path / 'test_output.json').read_text())) == 3

@@ -2,8 +2,8 @@
 
 `init(use_horovod)` returns a `Single` (one process) or a `Horovod` object with the same methods, so
 train() reads the same for both: the single-process path is the distributed path with size 1.
-Values that decide something (dev loss, early stop, best model) go through `sum` / `agree`, so every
-rank takes the same decision at the same step.
+Values that decide something (dev loss, early stop, best model) go through `sum`, so every rank takes
+the same decision at the same step; `check_same` guards that they did.
 """
 import os
 
@@ -30,7 +30,11 @@ class Single:
         """(intra, inter) op threads; 0 lets TensorFlow use the whole machine."""
         return 0, 0
 
-    def wrap_optimizer(self, optimizer):
+    def visible_gpu(self):
+        """The GPU this process may use ('' = all of them)."""
+        return ''
+
+    def wrap_optimizer(self, optimizer, fp16_compression=False, backward_passes_per_step=1):
         return optimizer
 
     def broadcast_op(self):
@@ -42,8 +46,12 @@ class Single:
     def gather(self, session, obj):
         return [obj]
 
-    def agree(self, session, flag):
-        return bool(flag)
+    def check_same(self, session, what, values):
+        """Raise if the ranks disagree on `values` (a guard: a disagreement means a hang next)."""
+
+
+class RankDivergenceError(RuntimeError):
+    pass
 
 
 class Horovod(Single):
@@ -61,8 +69,15 @@ class Horovod(Single):
         share = max(1, (os.cpu_count() or 1) // self.local_size)
         return share, max(1, share // 2)
 
-    def wrap_optimizer(self, optimizer):
-        return self.hvd.DistributedOptimizer(optimizer)
+    def visible_gpu(self):
+        return str(self.local_rank)
+
+    def wrap_optimizer(self, optimizer, fp16_compression=False, backward_passes_per_step=1):
+        # Gradients must come from this wrapper's compute_gradients (minimize() does): gradients taken
+        # with tf.gradients and handed to apply_gradients would never be averaged.
+        return self.hvd.DistributedOptimizer(
+            optimizer, compression=self.hvd.Compression.fp16 if fp16_compression else self.hvd.Compression.none,
+            backward_passes_per_step=backward_passes_per_step, average_aggregated_gradients=True)
 
     def broadcast_op(self):
         return self.hvd.broadcast_global_variables(0)
@@ -84,9 +99,13 @@ class Horovod(Single):
         from horovod.tensorflow.functions import allgather_object
         return allgather_object(obj, session=session, name='seam_gather')
 
-    def agree(self, session, flag):
-        """The chief's decision on every rank."""
-        return bool(self.sum(session, [float(flag) if self.is_chief else 0.0])[0])
+    def check_same(self, session, what, values):
+        values = np.asarray(values, np.float64)
+        mean = self.sum(session, values) / self.size
+        spread = self.sum(session, np.abs(values - mean))
+        if np.any(spread > 1e-9 * np.maximum(1.0, np.abs(mean))):
+            raise RankDivergenceError('ranks disagree on {}: this rank has {}, the mean over ranks is {}'
+                                      .format(what, values.tolist(), mean.tolist()))
 
 
 def init(use_horovod):

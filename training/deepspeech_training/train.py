@@ -48,8 +48,23 @@ def eval_set(name, records, batch_size, dist):
 
 def create_session(dist):
     intra, inter = dist.threads_per_process()
-    return tfv1.Session(config=session_config(FLAGS.intra_op_parallelism_threads or intra,
-                                              FLAGS.inter_op_parallelism_threads or inter))
+    intra, inter = FLAGS.intra_op_parallelism_threads or intra, FLAGS.inter_op_parallelism_threads or inter
+    if dist.size > 1:
+        log_info('{} rank(s) on this host: {} intra-op and {} inter-op thread(s) each'
+                 .format(dist.local_size, intra, inter))
+    return tfv1.Session(config=session_config(intra, inter, dist.visible_gpu()))
+
+
+def effective_learning_rate(learning_rate, global_step, size, steps_per_epoch):
+    """learning_rate x ranks, ramped up linearly from learning_rate during the warm-up (Goyal et al.).
+
+    The warm-up counts optimizer updates: with gradient accumulation global_step counts batches."""
+    warmup = FLAGS.warmup_steps or FLAGS.warmup_epochs * steps_per_epoch / FLAGS.horovod_backward_passes_per_step
+    if not warmup or size == 1:
+        return learning_rate * size
+    updates = tf.cast(global_step // FLAGS.horovod_backward_passes_per_step, tf.float32)
+    progress = tf.minimum(updates / float(warmup), 1.0)
+    return learning_rate * (1.0 + (size - 1.0) * progress)
 
 
 class Summaries:
@@ -85,8 +100,10 @@ def train(dist, config, train_records, dev_sets):
     learning_rate = tfv1.get_variable('learning_rate', initializer=FLAGS.learning_rate, trainable=False)
     new_rate = tfv1.placeholder(tf.float32, [])
     set_learning_rate = learning_rate.assign(new_rate)
-    optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(learning_rate * dist.size, beta1=FLAGS.beta1,
-                                                             beta2=FLAGS.beta2, epsilon=FLAGS.epsilon))
+    rate = effective_learning_rate(learning_rate, global_step, dist.size, training.n_batches())
+    optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(rate, beta1=FLAGS.beta1, beta2=FLAGS.beta2,
+                                                             epsilon=FLAGS.epsilon),
+                                    FLAGS.horovod_fp16_compression, FLAGS.horovod_backward_passes_per_step)
     train_op = optimizer.minimize(forward.mean_loss, global_step=global_step)
     broadcast = dist.broadcast_op()
     checkpointer = Checkpointer(config.load_checkpoint_dir, config.save_checkpoint_dir, FLAGS.max_to_keep,
@@ -102,9 +119,10 @@ def train(dist, config, train_records, dev_sets):
         write_flags(config, dist)
         start_step = session.run(global_step)
         first_epoch = start_step // training.n_batches()
-        rate = session.run(learning_rate)
-        log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}'
-                 .format(start_step, first_epoch, rate, dist.size, rate * dist.size))
+        base_rate = session.run(learning_rate)
+        log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}'
+                 .format(start_step, first_epoch, base_rate, dist.size, base_rate * dist.size,
+                         ' after a warm-up' if FLAGS.warmup_steps or FLAGS.warmup_epochs else ''))
         tracker = DevTracker(dist.sum(session, [checkpointer.best_dev_loss() if dist.is_chief else 0.0])[0],
                              FLAGS.es_min_delta, FLAGS.es_epochs if FLAGS.early_stop else None,
                              FLAGS.plateau_epochs if FLAGS.reduce_lr_on_plateau else None)
@@ -112,19 +130,22 @@ def train(dist, config, train_records, dev_sets):
 
         def after_step(values):
             nonlocal last_save
-            summaries.scalars('train', values['step'], step_loss=values['mean_loss'],
-                              learning_rate=values['rate'] * dist.size)
+            summaries.scalars('train', values['step'], step_loss=values['mean_loss'], learning_rate=values['rate'])
             if time.time() - last_save > FLAGS.checkpoint_secs:
                 checkpointer.save_train(session, global_step)
                 last_save = time.time()
 
         for epoch in range(first_epoch, first_epoch + FLAGS.epochs):
+            # Guard: ranks that disagree here would hang in the next allreduce; fail instead.
+            dist.check_same(session, 'epoch, batches, global step, learning rate',
+                            [epoch, training.n_batches(epoch), session.run(global_step), session.run(learning_rate)])
             loss_sum, count = run_set(session, training, forward, epoch, feed=train_feed, on_batch=after_step,
-                                      extra_fetches=dict(train=train_op, step=global_step, rate=learning_rate,
+                                      extra_fetches=dict(train=train_op, step=global_step, rate=rate,
                                                          mean_loss=forward.mean_loss))
             loss_sum, count = dist.sum(session, [loss_sum, count])
             step = session.run(global_step)
-            log_info('Finished training epoch {} - loss: {:.6f}'.format(epoch, loss_sum / count))
+            log_info('Finished training epoch {} - loss: {:.6f}, effective learning rate: {:g}'
+                     .format(epoch, loss_sum / count, session.run(rate)))
             summaries.scalars('train', step, loss=loss_sum / count)
             checkpointer.save_train(session, global_step)
             last_save = time.time()
@@ -147,6 +168,7 @@ def train(dist, config, train_records, dev_sets):
                 session.run(set_learning_rate, {new_rate: reduced})
                 log_info('Encountered a plateau, reloaded best_dev and reduced the learning rate to {:g} '
                          '(effective {:g})'.format(reduced, reduced * dist.size))
+                dist.check_same(session, 'the learning rate after a plateau', [session.run(learning_rate)])
     summaries.close()
 
 
@@ -213,7 +235,7 @@ def main(_):
             train(dist, config, train_records, dev_sets)
         if test_sets:
             test(dist, config, test_sets)
-    except (DataError, SetTooSmallError, CheckpointError) as error:
+    except (DataError, SetTooSmallError, CheckpointError, distributed.RankDivergenceError) as error:
         logging.log_error(str(error))
         sys.exit(1)
 

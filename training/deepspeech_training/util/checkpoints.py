@@ -47,10 +47,11 @@ def _dropped(variable, drop_source_layers):
     return any(variable.op.name == s or variable.op.name.startswith(s + '/') for s in scopes)
 
 
-def restore(session, path, drop_source_layers=0):
-    """Restore every global variable from `path` (except the dropped layers, which are initialised);
-    a variable the checkpoint lacks is an error, never a silent re-initialisation."""
-    variables = tfv1.global_variables()
+def restore(session, path, drop_source_layers=0, keep=()):
+    """Restore every global variable from `path` but those in `keep` (except the dropped layers,
+    which are initialised); a variable the checkpoint lacks is an error, never a silent
+    re-initialisation."""
+    variables = [v for v in tfv1.global_variables() if v.op.name not in keep]
     in_checkpoint = tf.train.load_checkpoint(path).get_variable_to_shape_map()
     to_init = [v for v in variables if _dropped(v, drop_source_layers)]
     to_load = [v for v in variables if v not in to_init]
@@ -77,7 +78,8 @@ class Checkpointer:
         self.load_dir, self.save_dir, self.is_chief = load_dir, save_dir, is_chief
         self.train_saver = tfv1.train.Saver(max_to_keep=max_to_keep)
         self.best_saver = tfv1.train.Saver(max_to_keep=1)
-        self.initializer = tfv1.global_variables_initializer()
+        # Local variables hold Horovod's gradient accumulators; they are never saved.
+        self.initializer = tf.group(tfv1.global_variables_initializer(), tfv1.local_variables_initializer())
 
     def _load_first(self, session, methods, drop_source_layers=0):
         if not self.is_chief:
@@ -107,8 +109,9 @@ class Checkpointer:
         return self._load_first(session, methods)
 
     def reload_best(self, session):
+        """Back to the best_dev weights and optimizer state; global_step goes on counting."""
         if self.is_chief:
-            restore(session, checkpoint_path(self.save_dir, 'best'))
+            restore(session, checkpoint_path(self.save_dir, 'best'), keep=('global_step',))
 
     def save_train(self, session, global_step):
         if self.is_chief:

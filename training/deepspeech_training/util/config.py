@@ -49,10 +49,11 @@ def config_from_flags():
     )
 
 
-def session_config(intra_op_threads=0, inter_op_threads=0):
-    """A Session config; 0 threads lets TensorFlow choose (the Horovod seam passes per-rank shares)."""
+def session_config(intra_op_threads=0, inter_op_threads=0, visible_gpu=''):
+    """A Session config; 0 threads lets TensorFlow choose (the Horovod seam passes per-rank shares
+    and the GPU of each rank)."""
     return tfv1.ConfigProto(
         allow_soft_placement=True,
         intra_op_parallelism_threads=intra_op_threads,
         inter_op_parallelism_threads=inter_op_threads,
-        gpu_options=tfv1.GPUOptions(allow_growth=True))
+        gpu_options=tfv1.GPUOptions(allow_growth=True, visible_device_list=visible_gpu))

@@ -111,7 +111,15 @@ def create_flags():
                      lower_bound=0)
 
     # Distribution
-    f.DEFINE_boolean('horovod', False, 'train on several processes with Horovod (launch with horovodrun)')
+    f.DEFINE_boolean('horovod', False, 'train on several processes with Horovod (launch with horovodrun or '
+                     'mpirun); the learning rate is scaled by the number of ranks')
+    f.DEFINE_boolean('horovod_fp16_compression', False, 'send gradients as float16 in the allreduce (halves '
+                     'the traffic; for slow networks)')
+    f.DEFINE_integer('horovod_backward_passes_per_step', 1, 'gradient accumulation: average this many batches '
+                     'per rank before each allreduce and update (global_step still counts batches)', lower_bound=1)
+    f.DEFINE_float('warmup_epochs', 0.0, 'ramp the learning rate linearly from --learning_rate to '
+                   '--learning_rate x ranks over this many epochs (Goyal et al. 2017)', lower_bound=0.0)
+    f.DEFINE_integer('warmup_steps', 0, 'the same warm-up counted in optimizer updates', lower_bound=0)
 
     _register_validators()
 
@@ -148,6 +156,14 @@ def _register_validators():
         ['early_stop', 'reduce_lr_on_plateau', 'es_epochs', 'plateau_epochs'],
         lambda v: not (v['early_stop'] and v['reduce_lr_on_plateau']) or v['plateau_epochs'] < v['es_epochs'],
         message='--plateau_epochs must be smaller than --es_epochs, or the early stop fires before any plateau')
+    flags.register_multi_flags_validator(
+        ['horovod', 'horovod_fp16_compression', 'horovod_backward_passes_per_step'],
+        lambda v: v['horovod'] or not (v['horovod_fp16_compression'] or v['horovod_backward_passes_per_step'] > 1),
+        message='--horovod_fp16_compression and --horovod_backward_passes_per_step need --horovod (on one '
+                'machine: horovodrun -np 1 python DeepSpeech.py --horovod ...)')
+    flags.register_multi_flags_validator(
+        ['warmup_epochs', 'warmup_steps'], lambda v: not (v['warmup_epochs'] and v['warmup_steps']),
+        message='give --warmup_epochs or --warmup_steps, not both')
     flags.register_multi_flags_validator(
         ['feature_win_len', 'feature_win_step'], lambda v: v['feature_win_step'] <= v['feature_win_len'],
         message='--feature_win_step must not exceed --feature_win_len (audio between windows would be skipped)')

@@ -1,0 +1,203 @@
+"""The distributed path, with real horovodrun / mpirun processes: 2 ranks on localhost (Gloo).
+
+Every run is bounded by a timeout that kills its whole process group, so a hang fails the test."""
+import glob
+import json
+import os
+import re
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import (ROOT, SMOKE_CSV, deepspeech_command, run_command, run_deepspeech, run_horovod,
+                      start_step, tiny_model_flags)
+from deepspeech_training.util.batching import PADDING, eval_batches, train_batches
+
+pytestmark = pytest.mark.slow
+TRACE = os.path.join(ROOT, 'tests', 'helpers', 'trace_files.sh')
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+    """A dozen real utterances: train.csv, dev.csv, test.csv."""
+    out = tmp_path_factory.mktemp('corpus')
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', out,
+                 '--count', 16, '--seed', 3])
+    return out
+
+
+def csv_rows(path):
+    with open(path) as csv_file:
+        return [line.split(',')[0] for line in csv_file.read().splitlines()[1:]]
+
+
+def traced_calls(trace_dir, rank):
+    with open(os.path.join(str(trace_dir), 'rank{}.trace'.format(rank))) as trace:
+        return trace.read().splitlines()
+
+
+def changes_under(calls, folder):
+    """Calls that create, write, rename or delete something under `folder`."""
+    folder = str(folder)
+    changing = re.compile(r'(O_WRONLY|O_RDWR|O_CREAT)|^\d+\s+(mkdir|rename|unlink)')
+    return [c for c in calls if folder in c and changing.search(c)]
+
+
+def opened_wavs(calls):
+    return [os.path.basename(m.group(1)) for m in (re.search(r'openat\(.*"([^"]+\.wav)"', c) for c in calls)
+            if m and 'ENOENT' not in m.string]
+
+
+def test_smoke_two_ranks_train_and_test_only_rank_0_writes(tmp_path):
+    trace_dir = tmp_path / 'traces'
+    trace_dir.mkdir()
+    out = tmp_path / 'run'
+    run = run_horovod(2, *tiny_model_flags(out), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
+                      '--test_files', SMOKE_CSV, '--epochs', 2, '--test_output_file', out / 'results.json',
+                      wrapper=[TRACE], env={'TRACE_DIR': str(trace_dir)})
+    assert 'Test on {} - WER:'.format(SMOKE_CSV) in run.output
+    assert (out / 'checkpoints' / 'flags.txt').exists() and (out / 'results.json').exists()
+    assert glob.glob(str(out / 'summaries' / 'train' / 'events.*'))
+    assert changes_under(traced_calls(trace_dir, 0), out), 'the trace saw no write of rank 0 at all'
+    assert changes_under(traced_calls(trace_dir, 1), out) == []
+    assert ' I ' not in ''.join(line for line in run.output.splitlines() if '[rank 1]' in line)
+
+
+def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, tmp_path):
+    trace_dir = tmp_path / 'traces'
+    trace_dir.mkdir()
+    train, dev = corpus / 'train.csv', corpus / 'dev.csv'
+    epochs, batch = 2, 2
+    run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', train, '--dev_files', dev, '--epochs', epochs,
+                '--train_batch_size', batch, '--dev_batch_size', batch, wrapper=[TRACE],
+                env={'TRACE_DIR': str(trace_dir)})
+    from deepspeech_training.util.samples import read_sources
+    from deepspeech_training.util.text import load_alphabet
+    alphabet = load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
+    train_records, dev_records = read_sources([str(train)], alphabet), read_sources([str(dev)], alphabet)
+    for rank in range(2):
+        expected = [os.path.basename(train_records[i].audio_path) for epoch in range(epochs)
+                    for b in train_batches(len(train_records), batch, 2, rank, epoch) for i in b]
+        expected += [os.path.basename(dev_records[i].audio_path) for _ in range(epochs)
+                     for b in eval_batches(len(dev_records), batch, 2, rank) for i in b if i != PADDING]
+        assert sorted(opened_wavs(traced_calls(trace_dir, rank))) == sorted(expected)
+
+
+def saved_variables(checkpoint_dir):
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(checkpoint_dir)))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def test_checkpoints_move_between_two_ranks_and_one(tmp_path):
+    flags = tiny_model_flags(tmp_path) + ['--train_files', SMOKE_CSV]
+    # 3 samples on 2 ranks x batch 1: one step per epoch; on one rank: three.
+    run_horovod(2, *flags, '--epochs', 2)
+    assert saved_variables(tmp_path / 'checkpoints')['learning_rate'] == pytest.approx(0.001)
+    single = run_deepspeech(*flags, '--epochs', 1, '--test_files', SMOKE_CSV, '--load_evaluate', 'last')
+    assert start_step(single.output) == 2
+    assert 'learning rate 0.001 x 1 rank(s) = 0.001' in single.output
+    assert 'Test on {}'.format(SMOKE_CSV) in single.output
+    distributed = run_horovod(2, *flags, '--epochs', 1)
+    assert start_step(distributed.output) == 5
+    assert 'learning rate 0.001 x 2 rank(s) = 0.002' in distributed.output
+    final = saved_variables(tmp_path / 'checkpoints')
+    assert final['global_step'] == 6 and final['learning_rate'] == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize('samples', [5, 7, 9])
+@pytest.mark.parametrize('batch', [1, 2])
+def test_uneven_sample_counts_finish_on_two_ranks(corpus, tmp_path, samples, batch):
+    run = run_horovod(2, *tiny_model_flags(tmp_path, 16), '--train_files', corpus / 'train.csv',
+                      '--dev_files', corpus / 'train.csv', '--limit_train', samples, '--limit_dev', samples,
+                      '--train_batch_size', batch, '--dev_batch_size', batch, '--epochs', 2, timeout=180)
+    assert run.output.count('Finished training epoch') == 2
+    steps = samples // (2 * batch)
+    assert saved_variables(tmp_path / 'checkpoints')['global_step'] == 2 * steps
+
+
+def test_set_smaller_than_ranks_times_batch_is_a_clear_error(tmp_path):
+    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--train_batch_size', 2,
+                      check=False, timeout=180)
+    assert run.returncode != 0
+    assert '3 training samples cannot fill one step of 2 ranks x batch size 2' in run.output
+
+
+def test_two_rank_gradient_equals_single_process_gradient_of_the_union(corpus, tmp_path):
+    script = os.path.join(ROOT, 'tests', 'helpers', 'dump_gradients.py')
+    csv_path = corpus / 'train.csv'
+    (tmp_path / 'one').mkdir()
+    (tmp_path / 'two').mkdir()
+    run_command([sys.executable, script, tmp_path / 'one', csv_path, 4])
+    run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '-np', 2, '-H', 'localhost:2',
+                 sys.executable, script, tmp_path / 'two', csv_path, 2, '--horovod'], timeout=180)
+    single = np.load(str(tmp_path / 'one' / 'rank0.npz'))
+    ranks = [np.load(str(tmp_path / 'two' / 'rank{}.npz'.format(r))) for r in range(2)]
+    assert len(single.files) == 2 * 12
+    for name in single.files:
+        for rank in ranks:
+            if name.startswith('weights/'):
+                np.testing.assert_array_equal(rank[name], single[name])   # same start on both paths
+            else:
+                error = np.linalg.norm(rank[name] - single[name]) / np.linalg.norm(single[name])
+                assert error < 1e-5, (name, error)
+
+
+def test_early_stop_fires_on_both_ranks_at_the_same_epoch(tmp_path):
+    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
+                      '--epochs', 20, '--early_stop', '--es_epochs', 2, '--es_min_delta', 1000, timeout=180)
+    assert 'Early stop triggered as the loss did not improve the last 2 epochs' in run.output
+    assert run.output.count('Finished training epoch') == 3
+
+
+def test_plateau_reduces_the_rate_on_both_ranks(tmp_path):
+    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
+                      '--epochs', 3, '--reduce_lr_on_plateau', '--plateau_epochs', 1, '--es_min_delta', 1000,
+                      timeout=180)
+    # epoch 0 improves on nothing; epochs 1 and 2 are plateaus; each rank checks the others agree.
+    assert run.output.count('Encountered a plateau') == 2
+    assert 'effective learning rate: 0.0002' in run.output
+    # the last train checkpoint is written after epoch 2's training, before its plateau
+    assert saved_variables(tmp_path / 'checkpoints')['learning_rate'] == pytest.approx(1e-4)
+
+
+def test_distributed_test_report_equals_single_process_report(corpus, tmp_path):
+    flags = tiny_model_flags(tmp_path, 24) + ['--test_files', '{0}/test.csv,{0}/dev.csv'.format(corpus),
+                                              '--test_batch_size', 2, '--load_evaluate', 'last']
+    run_deepspeech(*flags, '--train_files', corpus / 'train.csv', '--epochs', 2,
+                   '--test_output_file', tmp_path / 'single.json')
+    run_horovod(2, *flags, '--test_output_file', tmp_path / 'distributed.json')
+    single = json.loads((tmp_path / 'single.json').read_text())
+    distributed = json.loads((tmp_path / 'distributed.json').read_text())
+    assert len(distributed) == len(csv_rows(corpus / 'test.csv')) + len(csv_rows(corpus / 'dev.csv'))
+    assert [(r['wav_filename'], r['res'], r['wer'], r['cer']) for r in distributed] == \
+        [(r['wav_filename'], r['res'], r['wer'], r['cer']) for r in single]
+    np.testing.assert_allclose([r['loss'] for r in distributed], [r['loss'] for r in single], rtol=1e-4)
+
+
+@pytest.mark.skipif(not shutil.which('mpirun'), reason='no mpirun (apt-get install openmpi-bin libopenmpi-dev)')
+def test_mpirun_launch_trains(tmp_path):
+    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 1,
+                      launcher='mpirun', timeout=180)
+    assert 'learning rate 0.001 x 2 rank(s)' in run.output
+    assert saved_variables(tmp_path / 'checkpoints')['global_step'] == 1
+
+
+def test_fp16_compression_accumulation_and_warmup(tmp_path):
+    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 4,
+                      '--horovod_fp16_compression', '--horovod_backward_passes_per_step', 2,
+                      '--warmup_steps', 2, timeout=180)
+    rates = [float(r) for r in re.findall(r'effective learning rate: ([0-9.e-]+)', run.output)]
+    # one batch per epoch, two per update: updates after epochs 0..3 = 0, 1, 1, 2 -> ramp 0.001 -> 0.002
+    assert rates == pytest.approx([0.001, 0.0015, 0.0015, 0.002])
+    final = saved_variables(tmp_path / 'checkpoints')
+    assert final['global_step'] == 4
+    assert final['beta1_power'] == pytest.approx(0.9 ** 3)   # two real updates (+ the initial 0.9)
+
+
+def test_horovod_only_flags_need_horovod(tmp_path):
+    run = run_command(deepspeech_command('--train_files', SMOKE_CSV, '--horovod_backward_passes_per_step', 2),
+                      check=False)
+    assert run.returncode != 0 and 'need --horovod' in run.output
