@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, run_command, run_deepspeech, start_step, tiny_model_flags
+from conftest import (ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, deepspeech_command, run_command, run_deepspeech,
+                      start_step, tiny_model_flags)
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 32
@@ -114,3 +115,31 @@ def test_main_job_script_trains_tests_and_reports(tmp_path):
     assert 'Test on data/smoke_test/smoke_test.csv - WER:' in run.output
     assert run.output.count(' - res: "') >= 3
     assert len(json.loads((tmp_path / 'test_output.json').read_text())) == 3
+
+
+def test_transfer_learning_drops_the_output_layer_for_another_alphabet(resumed_run, tmp_path):
+    source = resumed_run[0]
+    flags = ['--n_hidden', N_HIDDEN, '--train_files', SMOKE_CSV, '--epochs', 1, '--bytes_output_mode',
+             '--load_checkpoint_dir', source, '--save_checkpoint_dir', tmp_path / 'out', '--summary_dir',
+             tmp_path / 'summaries', '--learning_rate', 0, '--force_initialize_learning_rate']
+    mismatch = run_deepspeech(*flags, check=False)
+    assert mismatch.returncode == 1 and 'layer_6/weights [32, 29] vs [32, 256]' in mismatch.output
+    run = run_deepspeech(*flags, '--drop_source_layers', 1)
+    assert 'Initialised 6 dropped variable(s)' in run.output
+    target = checkpoint_values(tf.train.latest_checkpoint(str(tmp_path / 'out')))
+    loaded = checkpoint_values(str(source / 'train-{}'.format(3 * STEPS_PER_EPOCH)))
+    assert target['layer_6/weights'].shape == (N_HIDDEN, 256)
+    np.testing.assert_array_equal(target['layer_1/weights'], loaded['layer_1/weights'])
+
+
+def test_without_horovod_plain_training_works_and_horovod_says_how_to_install(tmp_path):
+    """Horovod is hidden by a module that fails to import, as if it were not installed."""
+    (tmp_path / 'hidden' / 'horovod').mkdir(parents=True)
+    (tmp_path / 'hidden' / 'horovod' / '__init__.py').write_text('raise ImportError("No module named horovod")\n')
+    env = {'PYTHONPATH': str(tmp_path / 'hidden')}
+    run = run_command(deepspeech_command(*tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 1),
+                      env=env)
+    assert 'Finished training epoch 0' in run.output
+    run = run_command(deepspeech_command('--horovod', '--train_files', SMOKE_CSV), env=env, check=False)
+    assert run.returncode != 0
+    assert '--horovod needs Horovod built against this TensorFlow: run bin/setup.sh' in run.output

@@ -1,0 +1,259 @@
+"""bin/import_cv.py, bin/import_librispeech.py and bin/import_folder.py on small corpora laid out like the
+real ones, with real speech (espeak-ng, encoded by ffmpeg), and the shared transcript normalisation."""
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+import wave
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import soundfile
+from conftest import ALPHABET, ROOT
+from deepspeech_training.util.importers import normalize_transcript
+from deepspeech_training.util.samples import read_csv
+from deepspeech_training.util.text import load_alphabet
+
+needs_tools = pytest.mark.skipif(shutil.which('espeak-ng') is None or shutil.which('ffmpeg') is None,
+                                 reason='needs espeak-ng and ffmpeg (apt-get install espeak-ng ffmpeg)')
+
+LONG_TEXT = ('this sentence goes on and on for much longer than any clip should last so that the importer '
+             'has to drop it because it is over the limit of seconds that was set for the samples of this small '
+             'test corpus which was made for the tests')
+
+
+def speak(jobs):
+    """Write each (path, text, ffmpeg options) as real speech; ffmpeg picks the codec from the name."""
+    def one(job):
+        path, text, options = job
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        raw = path + '.espeak.wav'
+        subprocess.run(['espeak-ng', '-s', '160', '-w', raw, text], check=True)
+        subprocess.run(['ffmpeg', '-loglevel', 'error', '-y', '-i', raw] + options + [path], check=True)
+        os.remove(raw)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(one, jobs))
+
+
+def run_importer(script, *args, check=True):
+    """Run an importer as a user would; returns (exit status, stdout and stderr)."""
+    command = [sys.executable, os.path.join(ROOT, 'bin', script), '--jobs', '2'] + [str(a) for a in args]
+    process = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             universal_newlines=True, timeout=120)
+    if check:
+        assert process.returncode == 0, process.stdout
+    return process.returncode, process.stdout
+
+
+def drop_counts(output, title):
+    """{reason: count} from the report section headed by `title` (a CSV path, or the source folder)."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('{}: '.format(title)))
+    counts = {}
+    for line in lines[start + 1:]:
+        if not line.startswith('  '):
+            break
+        match = re.match(r'  (\d+) dropped: (.+), e\.g\.$', line)
+        if match:
+            counts[match.group(2)] = int(match.group(1))
+    return counts
+
+
+def conversions(output):
+    """(converted, skipped, unreadable) from an importer's audio line."""
+    match = re.search(r'audio: (\d+) converted, (\d+) already converted \(skipped\), (\d+) unreadable', output)
+    return tuple(int(n) for n in match.groups())
+
+
+def csv_rows(path):
+    """[(wav_filename, transcript)] of a CSV, after checking that the trainer accepts it and that every
+    wav is 16 kHz mono 16-bit with the listed size."""
+    with open(path, newline='', encoding='utf-8') as csv_file:
+        reader = csv.DictReader(csv_file)
+        assert reader.fieldnames == ['wav_filename', 'wav_filesize', 'transcript']
+        rows = list(reader)
+    assert len(read_csv(path, load_alphabet(ALPHABET))) == len(rows)
+    for row in rows:
+        wav_path = os.path.join(os.path.dirname(path), row['wav_filename'])
+        assert int(row['wav_filesize']) == os.path.getsize(wav_path)
+        with wave.open(wav_path, 'rb') as wav:
+            assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (16000, 1, 2)
+            assert wav.getnframes() > 8000, '{} is shorter than half a second'.format(wav_path)
+    return [(row['wav_filename'], row['transcript']) for row in rows]
+
+
+def snapshot(folder):
+    """{path: (mtime, bytes)} of every wav and {path: bytes} of every CSV under folder, to show that a
+    rerun converts nothing (CSVs are rewritten, with the same content)."""
+    files = {}
+    for parent, _, names in os.walk(str(folder)):
+        for name in names:
+            path = os.path.join(parent, name)
+            with open(path, 'rb') as data:
+                if name.endswith('.wav'):
+                    files[path] = (os.stat(path).st_mtime_ns, data.read())
+                elif name.endswith('.csv'):
+                    files[path] = data.read()
+    return files
+
+
+def wavs(files):
+    """The wav entries of a snapshot."""
+    return {path: data for path, data in files.items() if path.endswith('.wav')}
+
+
+def write_tsv(path, rows):
+    """A Common Voice TSV (unquoted, tab-separated) of (clip, sentence, up_votes, down_votes) rows."""
+    lines = ['client_id\tpath\tsentence\tup_votes\tdown_votes\tage\tgender\taccent\n']
+    lines += ['speaker{}\t{}\t{}\t{}\t{}\t\t\t\n'.format(i, *row) for i, row in enumerate(rows)]
+    path.write_text(''.join(lines), encoding='utf-8')
+
+
+@needs_tools
+def test_common_voice(tmp_path):
+    clips = tmp_path / 'en' / 'clips'
+    mp3 = ['-ar', '48000']  # Common Voice clips are 48 kHz mp3
+    spoken = {'c1': 'hello world', 'c2': 'cafe au lait sil vous plait', 'c3': 'i have three cats', 'c4': LONG_TEXT,
+              'c5': 'good morning', 'c6': 'good night', 'c7': 'the cat sat', 'c8': 'where is the dog', 'c9': 'yes',
+              'c11': 'huh'}  # no c10.mp3: its row must be dropped as unreadable
+    speak([(str(clips / (name + '.mp3')), text, mp3) for name, text in spoken.items()])
+    train = [('c1.mp3', 'Hello, World!', 2, 0), ('c2.mp3', 'Café au lait, s’il vous plaît.', 3, 1),
+             ('c3.mp3', 'I have 3 cats.', 2, 0), ('c4.mp3', LONG_TEXT, 2, 0), ('c5.mp3', 'good morning', 1, 0),
+             ('c9', 'a sentence far too long to have been spoken in this short clip', 2, 0)]
+    dev = [('c6.mp3', 'Good night.', 2, 2), ('c7.mp3', 'The "cat" sat.', 2, 0)]
+    test = [('c8.mp3', 'Where is the dog?', 4, 0), ('c10.mp3', 'Hello again', 2, 0), ('c11.mp3', '?!', 2, 0)]
+    validated = train[:3] + dev[1:] + test[:1]
+    for name, rows in (('train', train), ('dev', dev), ('test', test), ('validated', validated)):
+        write_tsv(tmp_path / 'en' / (name + '.tsv'), rows)
+
+    _, output = run_importer('import_cv.py', tmp_path / 'en', '--filter_alphabet', ALPHABET)
+    assert conversions(output) == (6, 0, 1)
+    assert csv_rows(str(clips / 'train.csv')) == [('c1.wav', 'hello world'),
+                                                  ('c2.wav', "cafe au lait s'il vous plait")]
+    assert csv_rows(str(clips / 'dev.csv')) == [('c7.wav', 'the cat sat')]
+    assert csv_rows(str(clips / 'test.csv')) == [('c8.wav', 'where is the dog')]
+    assert [wav for wav, _ in csv_rows(str(clips / 'validated.csv'))] == ['c1.wav', 'c2.wav', 'c7.wav', 'c8.wav']
+    assert drop_counts(output, clips / 'train.csv') == {
+        'characters not in the alphabet': 1, 'too long': 1, 'too few votes': 1, 'too short for its transcript': 1}
+    assert drop_counts(output, clips / 'dev.csv') == {'too few votes': 1}
+    assert drop_counts(output, clips / 'test.csv') == {'audio unreadable': 1, 'empty transcript': 1}
+    assert drop_counts(output, clips / 'validated.csv') == {'characters not in the alphabet': 1}
+    assert "train.tsv line 4 (c3.mp3): '3' in 'i have 3 cats'" in output
+    assert 'c10.mp3: file not found' in output
+
+    before = snapshot(tmp_path)
+    (clips / 'c1.mp3').unlink()  # deleting converted clips to save space must not lose them
+    _, output = run_importer('import_cv.py', tmp_path / 'en', '--filter_alphabet', ALPHABET)
+    assert conversions(output) == (0, 6, 1)
+    assert snapshot(tmp_path) == before
+
+
+def test_common_voice_without_tsvs_says_what_to_give(tmp_path):
+    (tmp_path / 'clips').mkdir()
+    status, output = run_importer('import_cv.py', tmp_path, check=False)
+    assert status == 1
+    assert 'none of train.tsv, dev.tsv, test.tsv, validated.tsv found in {}'.format(tmp_path) in output
+
+
+@needs_tools
+def test_librispeech(tmp_path):
+    flac = ['-ar', '16000']  # LibriSpeech is 16 kHz FLAC
+    chapters = {('train-clean-100', '19', '198'): [('0000', 'HELLO WORLD', 'hello world'),
+                                                  ('0001', "IT'S A NAÏVE CAFÉ", 'its a naive cafe'),
+                                                  ('0002', 'CHAPTER 3', 'chapter three'),
+                                                  ('0003', 'GOOD MORNING', None)],  # its flac is missing
+                ('train-clean-100', '26', '495'): [('0000', 'THE CAT SAT', 'the cat sat')],
+                ('dev-clean', '84', '121123'): [('0000', 'WHERE IS THE DOG', 'where is the dog'),
+                                                ('0001', LONG_TEXT.upper(), LONG_TEXT)]}
+    jobs = []
+    for (subset, speaker, chapter), utterances in chapters.items():
+        folder = tmp_path / 'LibriSpeech' / subset / speaker / chapter
+        folder.mkdir(parents=True)
+        prefix = '{}-{}-'.format(speaker, chapter)
+        (folder / '{}-{}.trans.txt'.format(speaker, chapter)).write_text(
+            ''.join('{}{} {}\n'.format(prefix, number, text) for number, text, _ in utterances), encoding='utf-8')
+        jobs += [(str(folder / (prefix + number + '.flac')), spoken, flac)
+                 for number, _, spoken in utterances if spoken]
+    speak(jobs)
+    root = tmp_path / 'LibriSpeech'
+
+    _, output = run_importer('import_librispeech.py', root, '--max_duration', 5)
+    assert conversions(output) == (5, 0, 1)
+    assert csv_rows(str(root / 'librivox-train-clean-100.csv')) == [
+        ('train-clean-100-wav/19-198-0000.wav', 'hello world'),
+        ('train-clean-100-wav/19-198-0001.wav', "it's a naive cafe"),
+        ('train-clean-100-wav/26-495-0000.wav', 'the cat sat')]
+    assert csv_rows(str(root / 'librivox-dev-clean.csv')) == [
+        ('dev-clean-wav/84-121123-0000.wav', 'where is the dog')]
+    assert drop_counts(output, root / 'librivox-train-clean-100.csv') == {
+        'characters not in the alphabet': 1, 'audio unreadable': 1}
+    assert drop_counts(output, root / 'librivox-dev-clean.csv') == {'too long': 1}
+
+    before = snapshot(root)
+    _, output = run_importer('import_librispeech.py', root, '--max_duration', 5)
+    assert conversions(output) == (0, 5, 1)
+    assert snapshot(root) == before
+
+    status, output = run_importer('import_librispeech.py', root, '--subsets', 'test-clean', check=False)
+    assert status == 1 and 'test-clean not found in {}; it has: dev-clean, train-clean-100'.format(root) in output
+
+
+@needs_tools
+def test_folder(tmp_path):
+    src = tmp_path / 'src'
+    speak([(str(src / 'a' / 'one.wav'), 'one small step', []),  # espeak-ng's own 22.05 kHz
+           (str(src / 'a' / 'two.flac'), 'two ways', ['-ar', '44100']),
+           (str(src / 'b' / 'three.mp3'), 'three little birds', ['-ar', '44100', '-ac', '2']),
+           (str(src / 'b' / 'four.ogg'), 'four seasons', ['-ar', '48000']),
+           (str(src / 'b' / 'six.mp3'), 'call nine one one', []),
+           (str(src / 'c' / 'seven.flac'), LONG_TEXT, [])])
+    transcripts = {'a/one': 'One small step.', 'a/two': 'Two—ways', 'b/three': 'Three little birds\n',
+                   'b/four': 'Four seasons', 'b/four_again': 'four seasons', 'b/six': 'Call 911',
+                   'c/seven': LONG_TEXT, 'c/eight': 'eight'}
+    for stem, text in transcripts.items():
+        (src / (stem + '.txt')).write_text(text, encoding='utf-8')
+    shutil.copy(str(src / 'b' / 'four.ogg'), str(src / 'b' / 'four_again.ogg'))  # the same sentence again
+    shutil.copy(str(src / 'a' / 'one.wav'), str(src / 'b' / 'five.wav'))  # no five.txt
+    shutil.copy(str(src / 'a' / 'one.wav'), str(src / 'c' / 'eight.wav'))  # eight.wav and eight.mp3
+    shutil.copy(str(src / 'b' / 'six.mp3'), str(src / 'c' / 'eight.mp3'))
+    shutil.copy(str(src / 'a' / 'one.wav'), str(src / 'c' / 'nine.wav'))
+    (src / 'c' / 'nine.txt').write_bytes('café'.encode('latin-1'))
+    (src / 'notes.txt').write_text('not a transcript: no audio file has this name', encoding='utf-8')
+    out = src / 'wav16k'  # inside the source tree: a rerun must not import its own output
+
+    _, output = run_importer('import_folder.py', src, out, '--max_duration', 5)
+    assert conversions(output) == (6, 0, 0)
+    rows = csv_rows(str(out / 'all.csv'))
+    assert rows == [('a/one.wav', 'one small step'), ('a/two.wav', 'two ways'), ('b/four.wav', 'four seasons'),
+                    ('b/four_again.wav', 'four seasons'), ('b/three.wav', 'three little birds')]
+    assert drop_counts(output, out / 'all.csv') == {
+        'several audio files for one transcript': 2, 'no transcript file': 1, 'transcript file not UTF-8': 1,
+        'characters not in the alphabet': 1, 'too long': 1}
+    for stem, source in (('a/one', 'a/one.wav'), ('b/three', 'b/three.mp3'), ('b/four', 'b/four.ogg')):
+        assert soundfile.info(str(out / (stem + '.wav'))).duration == pytest.approx(
+            soundfile.info(str(src / source)).duration, abs=0.05)
+
+    before = snapshot(out)
+    _, output = run_importer('import_folder.py', src, out, '--max_duration', 5,
+                             '--dev_fraction', 0.25, '--test_fraction', 0.25, '--seed', 1)
+    assert conversions(output) == (0, 6, 0)
+    assert drop_counts(output, src)['no transcript file'] == 1
+    assert wavs(snapshot(out)) == wavs(before)
+    splits = {name: csv_rows(str(out / (name + '.csv'))) for name in ('train', 'dev', 'test')}
+    assert sorted(sum(splits.values(), [])) == sorted(rows)
+    sentences = {name: {text for _, text in split} for name, split in splits.items()}
+    assert [len(sentences[name]) for name in ('train', 'dev', 'test')] == [2, 1, 1]
+    assert not (sentences['train'] & sentences['dev'] or sentences['train'] & sentences['test']
+                or sentences['dev'] & sentences['test'])  # both 'four seasons' landed in one split
+
+
+def test_normalisation_touches_only_what_the_alphabet_lacks(tmp_path):
+    english = load_alphabet(ALPHABET)
+    assert normalize_transcript(english, '  «Ça va», dit-il — d’accord?\n') == "ca va dit il d'accord"
+    assert normalize_transcript(english, 'ﬁne_tuning') == 'fine tuning'
+    assert normalize_transcript(english, 'Tom & Jerry: 100%') == 'tom & jerry 100%'  # spoken: left to be dropped
+    cased = tmp_path / 'cased.txt'
+    cased.write_text(''.join(c + '\n' for c in ' abcdeéfghijklmnopqrstuvwxyzABCDEÉ'), encoding='utf-8')
+    assert normalize_transcript(load_alphabet(str(cased)), 'Été, Ève!') == 'Été Eve'
