@@ -139,13 +139,15 @@ def train(dist, config, train_records, dev_sets):
             # Guard: ranks that disagree here would hang in the next allreduce; fail instead.
             dist.check_same(session, 'epoch, batches, global step, learning rate',
                             [epoch, training.n_batches(epoch), session.run(global_step), session.run(learning_rate)])
+            started = time.time()
             loss_sum, count = run_set(session, training, forward, epoch, feed=train_feed, on_batch=after_step,
                                       extra_fetches=dict(train=train_op, step=global_step, rate=rate,
                                                          mean_loss=forward.mean_loss))
+            seconds_per_step = (time.time() - started) / training.n_batches(epoch)
             loss_sum, count = dist.sum(session, [loss_sum, count])
             step = session.run(global_step)
-            log_info('Finished training epoch {} - loss: {:.6f}, effective learning rate: {:g}'
-                     .format(epoch, loss_sum / count, session.run(rate)))
+            log_info('Finished training epoch {} - loss: {:.6f}, effective learning rate: {:g}, {:.3f} s/step'
+                     .format(epoch, loss_sum / count, session.run(rate), seconds_per_step))
             summaries.scalars('train', step, loss=loss_sum / count)
             checkpointer.save_train(session, global_step)
             last_save = time.time()
