@@ -103,4 +103,5 @@ else
     log "reusing $ENV_DIR"
 fi
 flock -u 9
+"$ROOT/bin/build_kenlm.sh" "$ENV_DIR/bin/python" >/dev/null
 echo "$ENV_DIR/bin/python"

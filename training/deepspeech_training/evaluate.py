@@ -7,8 +7,10 @@ from dataclasses import dataclass, asdict
 import jiwer
 import numpy as np
 import tensorflow as tf
+from ds_ctcdecoder import ctc_beam_search_decoder_batch
 
 from .graph import run_set
+from .util.flags import FLAGS
 from .util.logging import log_info
 from .util.text import labels_to_text
 
@@ -27,13 +29,32 @@ class SampleResult:
     char_length: int = 0
 
 
-def greedy_decode(log_probs, alphabet):
+def greedy_decode(probs, alphabet):
     """Best path: argmax per frame, merge repeats, drop the blank (the last class).
-    Written here because it is three lines; beam search with a scorer goes through ds_ctcdecoder."""
-    best = np.argmax(log_probs, axis=1)
-    blank = log_probs.shape[1] - 1
+    Written here because it is three lines; beam search goes through ds_ctcdecoder."""
+    best = np.argmax(probs, axis=1)
+    blank = probs.shape[1] - 1
     keep = [label for i, label in enumerate(best) if label != blank and (i == 0 or label != best[i - 1])]
     return labels_to_text(alphabet, keep)
+
+
+class Decoder:
+    """CTC decoding as the flags ask: ds_ctcdecoder's beam search (with the KenLM scorer if given,
+    several processes per batch), or the greedy best path with --beam_width 1 and no scorer."""
+
+    def __init__(self, alphabet, scorer=None):
+        self.alphabet, self.scorer = alphabet, scorer
+        self.processes = os.cpu_count() or 1
+
+    def decode(self, probs, lengths):
+        """probs [batch, time, classes] (softmax), lengths [batch] -> one transcript per sample."""
+        if FLAGS.beam_width == 1 and self.scorer is None:
+            return [greedy_decode(p[:n], self.alphabet) for p, n in zip(probs, lengths)]
+        results = ctc_beam_search_decoder_batch(
+            np.ascontiguousarray(probs, np.float64), list(lengths), self.alphabet, FLAGS.beam_width,
+            num_processes=self.processes, cutoff_prob=FLAGS.cutoff_prob, cutoff_top_n=FLAGS.cutoff_top_n,
+            scorer=self.scorer)
+        return [beams[0][1] if beams else '' for beams in results]
 
 
 def score(result):
@@ -49,16 +70,15 @@ def score(result):
     return result
 
 
-def decode_set(session, input_set, forward, config, dist):
+def decode_set(session, input_set, forward, decoder, dist):
     """Every sample's SampleResult on the chief (sorted as the set), [] on the other ranks."""
-    probabilities = tf.nn.log_softmax(forward.logits)
+    probabilities = tf.nn.softmax(tf.transpose(forward.logits, [1, 0, 2]))
     local = []
 
     def collect(values):
-        for i, index in enumerate(values['indices']):
-            if values['weights'][i] > 0:
-                frames = values['probabilities'][:values['seq_length'][i], i, :]
-                local.append((int(index), greedy_decode(frames, config.alphabet), float(values['losses'][i])))
+        real = values['weights'] > 0
+        texts = decoder.decode(values['probabilities'][real], values['seq_length'][real])
+        local.extend(zip(values['indices'][real].tolist(), texts, values['losses'][real].tolist()))
 
     run_set(session, input_set, forward, extra_fetches={'probabilities': probabilities,
                                                         'seq_length': forward.seq_length}, on_batch=collect)

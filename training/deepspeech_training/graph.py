@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .model import create_model, ctc_loss, dropout_placeholders
+from .model import create_model, ctc_loss, dropout_placeholders, lstm_function
 from .util.feeding import create_dataset
 from .util.logging import Progress
 
@@ -54,7 +54,8 @@ def build_input(sets, config, sample_rate, normalize_sample_rate):
 def build_forward(batch, config, relu_clip):
     indices, weights, windows, seq_length, labels, label_lengths = batch
     dropout_rates = dropout_placeholders()
-    logits, _ = create_model(windows, seq_length, config, dropout_rates, relu_clip)
+    logits, _ = create_model(windows, seq_length, config, dropout_rates, relu_clip,
+                             lstm=lstm_function(config.lstm_impl))
     losses = ctc_loss(logits, seq_length, labels, label_lengths) * weights
     mean_loss = tf.reduce_sum(losses) / tf.maximum(tf.reduce_sum(weights), 1.0)
     return Forward(indices, weights, losses, mean_loss, logits, seq_length, dropout_rates)

@@ -12,7 +12,8 @@ import tensorflow.compat.v1 as tfv1
 from absl import app
 
 from . import distributed
-from .evaluate import decode_set, report, write_test_output
+from .evaluate import Decoder, decode_set, report, write_test_output
+from .export import export
 from .graph import InputSet, build_forward, build_input, run_set
 from .util import logging
 from .util.batching import SetTooSmallError, eval_batches, train_batches
@@ -21,15 +22,16 @@ from .util.config import config_from_flags, session_config
 from .util.early_stopping import DevTracker
 from .util.flags import FLAGS, create_flags, effective_dropout_rates, split_files
 from .util.logging import log_info
-from .util.samples import DataError, check_audio_files_exist, read_sources
+from .util.scorer import ScorerError, load_scorer
+from .util.samples import DataError, SampleRecord, read_sources
+from .util.validation import validate_input
 
 
 def read_set(csv_paths, config, limit, reverse, kind):
     records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse)
     if not records:
         raise DataError(['{}: no samples in {}'.format(kind, ', '.join(csv_paths))])
-    check_audio_files_exist(records)
-    return records
+    return records      # their audio is checked by validate_input(), all sets at once
 
 
 def train_set(records, dist):
@@ -191,23 +193,28 @@ def write_flags(config, dist):
             out.write(FLAGS.flags_into_string())
 
 
-def test(dist, config, test_sets):
-    """Decode each test set from the checkpoint --load_evaluate picks; print DeepSpeech's report."""
+def build_evaluation(config, sets, dist):
+    """The graph that decodes `sets` from a checkpoint: input, forward pass, checkpointer, broadcast."""
     tfv1.reset_default_graph()
-    sets = [eval_set('Test ' + name, records, FLAGS.test_batch_size, dist) for name, records in test_sets.items()]
     forward = build_forward(build_input(sets, config, FLAGS.audio_sample_rate, FLAGS.normalize_sample_rate),
                             config, FLAGS.relu_clip)
     tfv1.train.get_or_create_global_step()
     tfv1.get_variable('learning_rate', initializer=FLAGS.learning_rate, trainable=False)
     checkpointer = Checkpointer(config.load_checkpoint_dir, config.save_checkpoint_dir, FLAGS.max_to_keep,
                                 dist.is_chief)
-    broadcast = dist.broadcast_op()
+    return forward, checkpointer, dist.broadcast_op()
+
+
+def test(dist, config, test_sets, decoder):
+    """Decode each test set from the checkpoint --load_evaluate picks; print DeepSpeech's report."""
+    sets = [eval_set('Test ' + name, records, FLAGS.test_batch_size, dist) for name, records in test_sets.items()]
+    forward, checkpointer, broadcast = build_evaluation(config, sets, dist)
     all_results, metrics = [], {}
     with create_session(dist) as session:
         checkpointer.load_for_evaluation(session, FLAGS.load_evaluate)
         session.run(broadcast)
         for test_set, name in zip(sets, test_sets):
-            results = decode_set(session, test_set, forward, config, dist)
+            results = decode_set(session, test_set, forward, decoder, dist)
             if dist.is_chief:
                 metrics[name] = report(name, results, FLAGS.report_count)
                 all_results += results
@@ -216,11 +223,22 @@ def test(dist, config, test_sets):
     return metrics
 
 
+def transcribe(config, wav_paths, decoder):
+    """Transcripts of WAV files from the --load_evaluate checkpoint (the test graph, without labels)."""
+    records = [SampleRecord(path, 0, '', (0,), path, 0) for path in wav_paths]
+    input_set = eval_set('Transcribing', records, 1, distributed.Single())
+    forward, checkpointer, _ = build_evaluation(config, [input_set], distributed.Single())
+    with create_session(distributed.Single()) as session:
+        checkpointer.load_for_evaluation(session, FLAGS.load_evaluate)
+        return [r.res for r in decode_set(session, input_set, forward, decoder, distributed.Single())]
+
+
 def main(_):
     dist = distributed.init(FLAGS.horovod)
     logging.configure(dist.rank, dist.size, FLAGS.show_progressbar)
-    if not (FLAGS.train_files or FLAGS.test_files):
-        raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test')
+    if not (FLAGS.train_files or FLAGS.test_files or FLAGS.export_dir or FLAGS.one_shot_infer):
+        raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
+                             '--export_dir to export or --one_shot_infer to transcribe a file')
     config = config_from_flags()
     try:
         # All input is read and checked before any graph is built or file written.
@@ -233,17 +251,30 @@ def main(_):
         if FLAGS.test_files:
             test_sets = {p: read_set([p], config, FLAGS.limit_test, FLAGS.reverse_test, 'test')
                          for p in split_files(FLAGS.test_files)}
+        # Every sample's audio (header only), the same outcome on every rank, before any collective.
+        train_records, dev_sets, test_sets = validate_input(dist, config, train_records, dev_sets, test_sets,
+                                                            FLAGS.audio_sample_rate, FLAGS.normalize_sample_rate,
+                                                            FLAGS.skip_invalid_samples)
+        # A bad scorer fails here, not after hours of training.
+        decoder = Decoder(config.alphabet, load_scorer(FLAGS.scorer_path, FLAGS.lm_alpha, FLAGS.lm_beta,
+                                                       FLAGS.alphabet_config_path, FLAGS.bytes_output_mode)
+                          if FLAGS.scorer_path else None)
         if train_records:
             train(dist, config, train_records, dev_sets)
         if test_sets:
-            test(dist, config, test_sets)
-    except (DataError, SetTooSmallError, CheckpointError, distributed.RankDivergenceError) as error:
+            test(dist, config, test_sets, decoder)
+        if FLAGS.export_dir and dist.is_chief:
+            export(config)
+        if FLAGS.one_shot_infer and dist.is_chief:
+            print(transcribe(config, [FLAGS.one_shot_infer], decoder)[0])
+    except (DataError, SetTooSmallError, CheckpointError, ScorerError, distributed.RankDivergenceError) as error:
         logging.log_error(str(error))
         sys.exit(1)
 
 
-def run_script():
+def run_script(entry=None):
+    """Start a command-line tool on the training flags: DeepSpeech.py's main, or `entry`."""
     tfv1.disable_eager_execution()
     tf.get_logger().setLevel('ERROR')   # TensorFlow's Python deprecation notices drown our log
     create_flags()
-    app.run(main)
+    app.run(entry or main)

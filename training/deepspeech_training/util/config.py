@@ -24,6 +24,7 @@ class Config:
     load_checkpoint_dir: str
     save_checkpoint_dir: str
     summary_dir: str
+    lstm_impl: str = 'auto'     # model.LSTM_IMPLS
 
     @property
     def window_width(self):
@@ -46,6 +47,7 @@ def config_from_flags():
         load_checkpoint_dir=FLAGS.load_checkpoint_dir or checkpoint_dir,
         save_checkpoint_dir=FLAGS.save_checkpoint_dir or checkpoint_dir,
         summary_dir=FLAGS.summary_dir or os.path.join(DEFAULT_DATA_HOME, 'summaries'),
+        lstm_impl=FLAGS.lstm_impl,
     )
 
 

@@ -96,6 +96,37 @@ def create_flags():
     # Decoding and reports
     f.DEFINE_integer('report_count', 5, 'how many best, median and worst test samples to print', lower_bound=0)
     f.DEFINE_string('test_output_file', '', 'write per-sample test results (src, res, loss, wer, cer) as JSON')
+    f.DEFINE_string('scorer_path', '', 'KenLM scorer package (bin/generate_scorer_package.py) for beam search')
+    f.DEFINE_alias('scorer', 'scorer_path')
+    f.DEFINE_integer('beam_width', 1024, 'beam width of the CTC beam search (1: greedy best path)', lower_bound=1)
+    f.DEFINE_float('lm_alpha', 0.931289039105002, 'language model weight')
+    f.DEFINE_float('lm_beta', 1.1834137581510284, 'word insertion bonus')
+    f.DEFINE_float('cutoff_prob', 1.0, 'beam search: only consider the most likely characters whose cumulative '
+                   'probability reaches this (1.0: no pruning)', lower_bound=0.0, upper_bound=1.0)
+    f.DEFINE_integer('cutoff_top_n', 300, 'beam search: only consider this many most likely characters',
+                     lower_bound=1)
+    f.DEFINE_string('one_shot_infer', '', 'transcribe this WAV file with the --load_evaluate checkpoint and exit')
+
+    # Export
+    f.DEFINE_string('export_dir', '', 'write a frozen inference graph (DeepSpeech 0.9 interface) here')
+    f.DEFINE_boolean('export_tflite', False, 'also write a TensorFlow Lite model')
+    f.DEFINE_boolean('export_zip', False, 'also pack the exported model, scorer and info.json into a zip')
+    f.DEFINE_string('export_file_name', 'output_graph', 'base name of the exported model files')
+    f.DEFINE_integer('export_beam_width', 500, 'default beam width stored in the exported model', lower_bound=1)
+    f.DEFINE_integer('n_steps', 16, 'time steps per inference call of the exported (streaming) model',
+                     lower_bound=1)
+    f.DEFINE_string('export_author_id', 'author', 'exported model metadata: author')
+    f.DEFINE_string('export_model_name', 'model', 'exported model metadata: name')
+    f.DEFINE_string('export_model_version', '0.0.1', 'exported model metadata: version')
+    f.DEFINE_string('export_contact_info', '', 'exported model metadata: how to reach the author')
+    f.DEFINE_string('export_license', '', 'exported model metadata: license')
+    f.DEFINE_string('export_language', '', 'exported model metadata: language')
+    f.DEFINE_string('export_description', '', 'exported model metadata: description')
+
+    # Validation
+    f.DEFINE_boolean('skip_invalid_samples', False, 'leave out samples whose audio fails the check before '
+                     'training (missing, unreadable, corrupt, wrong rate or channels, too short for the '
+                     'transcript) and log a summary, instead of stopping with the list of them')
 
     # Logging, summaries, progress
     f.DEFINE_string('summary_dir', '', 'TensorBoard summaries go here (default: '
@@ -109,6 +140,9 @@ def create_flags():
                      lower_bound=0)
     f.DEFINE_integer('intra_op_parallelism_threads', 0, 'TensorFlow intra-op threads (0: automatic)',
                      lower_bound=0)
+    f.DEFINE_enum('lstm_impl', 'auto', ['auto', 'fused', 'scan'], 'LSTM implementation: "fused" (TensorFlow\'s '
+                  'BlockLSTM op), "scan" (a loop of matmuls with a hand-written gradient, ~15x faster to train on '
+                  'CPU), "auto" = fused when a GPU is visible, else scan; checkpoints are interchangeable')
 
     # Distribution
     f.DEFINE_boolean('horovod', False, 'train on several processes with Horovod (launch with horovodrun or '
@@ -146,6 +180,8 @@ def _register_validators():
         flags.register_validator(name, _existing_files,
                                  message='names a CSV file that does not exist (check the path; several '
                                          'files are separated by commas)')
+    for name in ['scorer_path', 'one_shot_infer']:
+        flags.register_validator(name, lambda path: not path or os.path.isfile(path), message='file not found')
     flags.register_validator('alphabet_config_path', os.path.isfile,
                              message='alphabet file not found (DeepSpeech\'s English one is data/alphabet.txt)')
     flags.register_multi_flags_validator(

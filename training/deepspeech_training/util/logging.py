@@ -31,20 +31,25 @@ def log_error(message):
 
 
 class Progress:
-    """A progressbar2 bar with the running mean loss, shown on the chief only."""
+    """A progressbar2 bar with the running mean loss (unless show_loss=False), shown on the chief only."""
 
-    def __init__(self, label, max_value):
+    def __init__(self, label, max_value, unit='Steps', show_loss=True):
         self.label = label
         self.bar = None
         if _state['rank'] == 0 and _state['show_progressbar']:
-            widgets = [label, ' | ', progressbar.Timer(), ' | Steps: ', progressbar.Counter(), '/',
-                       str(max_value), ' | ', progressbar.Variable('loss', format='Loss: {formatted_value}')]
+            widgets = [label, ' | ', progressbar.Timer(), ' | {}: '.format(unit), progressbar.Counter(), '/',
+                       str(max_value)]
+            if show_loss:
+                widgets += [' | ', progressbar.Variable('loss', format='Loss: {formatted_value}')]
             self.bar = progressbar.ProgressBar(max_value=max_value, widgets=widgets, fd=sys.stdout,
                                                redirect_stdout=True).start()
 
-    def update(self, step, mean_loss):
+    def update(self, step, mean_loss=None):
         if self.bar:
-            self.bar.update(step, loss='{:.6f}'.format(mean_loss))
+            if mean_loss is None:
+                self.bar.update(step)
+            else:
+                self.bar.update(step, loss='{:.6f}'.format(mean_loss))
 
     def finish(self):
         if self.bar:

@@ -38,22 +38,39 @@ def read_csv(csv_path, alphabet):
     records, problems = [], []
     base = os.path.dirname(os.path.abspath(csv_path))
     try:
-        with open(csv_path, encoding='utf-8', newline='') as csv_file:
+        # utf-8-sig: a byte-order mark (spreadsheet exports) must not hide the first column's name.
+        with open(csv_path, encoding='utf-8-sig', newline='') as csv_file:
             reader = csv.DictReader(csv_file)
             missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
-                raise DataError(['{}: line 1: missing column(s) {}; a DeepSpeech CSV starts with the header '
-                                 '"{}"'.format(csv_path, ', '.join(missing), ','.join(CSV_COLUMNS))])
+                raise DataError(['{}: line 1: missing column(s) {} (the header is "{}"); a DeepSpeech CSV starts '
+                                 'with the header "{}"'.format(csv_path, ', '.join(missing),
+                                                               ','.join(reader.fieldnames or []),
+                                                               ','.join(CSV_COLUMNS))])
             for row in reader:
                 line = reader.line_num
                 record = _record_from_row(row, csv_path, line, base, alphabet, problems)
                 if record:
                     records.append(record)
     except UnicodeDecodeError as error:
-        raise DataError(['{}: not valid UTF-8 ({}); re-encode it, e.g. iconv -t UTF-8'.format(csv_path, error)])
+        raise DataError(_utf8_problems(csv_path, error)) from None
     if problems:
         raise DataError(problems)
     return records
+
+
+def _utf8_problems(csv_path, error):
+    """One problem per line of `csv_path` that is not valid UTF-8 (physical lines, as an editor counts)."""
+    fix = 're-encode the file, e.g. iconv -f LATIN1 -t UTF-8 in.csv > out.csv (with its real encoding)'
+    problems = []
+    with open(csv_path, 'rb') as raw:
+        for number, line in enumerate(raw, 1):
+            try:
+                line.decode('utf-8')
+            except UnicodeDecodeError as bad:
+                problems.append('{}: line {}: not valid UTF-8 (byte 0x{:02x} at byte {} of the line); {}'
+                                .format(csv_path, number, line[bad.start], bad.start + 1, fix))
+    return problems or ['{}: not valid UTF-8 ({}); {}'.format(csv_path, error, fix)]
 
 
 def _record_from_row(row, csv_path, line, base, alphabet, problems):

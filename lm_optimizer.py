@@ -1,0 +1,57 @@
+#!/usr/bin/env python
+"""Search the language model weight (alpha) and word bonus (beta) that give the lowest WER on a dev
+set with optuna, as DeepSpeech 0.9's lm_optimizer.py: python lm_optimizer.py --test_files dev.csv
+--scorer_path kenlm.scorer --checkpoint_dir ... [--n_trials 2400 --lm_alpha_max 5 --lm_beta_max 5]
+
+The acoustic model runs once per trial on --test_files (in one session), then beam search decodes
+with the trial's alpha and beta."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'training'))
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import optuna  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from deepspeech_training import distributed  # noqa: E402
+from deepspeech_training.evaluate import Decoder, decode_set, summarize  # noqa: E402
+from deepspeech_training.train import build_evaluation, create_session, eval_set, read_set, run_script  # noqa: E402
+from deepspeech_training.util.config import config_from_flags  # noqa: E402
+from deepspeech_training.util.flags import FLAGS, split_files  # noqa: E402
+from deepspeech_training.util.logging import configure, log_info  # noqa: E402
+from deepspeech_training.util.scorer import load_scorer  # noqa: E402
+
+
+def optimize(_):
+    if not (FLAGS.test_files and FLAGS.scorer_path):
+        raise app.UsageError('give --test_files (a dev set) and --scorer_path')
+    configure(show_progressbar=FLAGS.show_progressbar)
+    config = config_from_flags()
+    single = distributed.Single()
+    sets = [eval_set(path, read_set([path], config, FLAGS.limit_test, FLAGS.reverse_test, 'test'),
+                     FLAGS.test_batch_size, single) for path in split_files(FLAGS.test_files)]
+    scorer = load_scorer(FLAGS.scorer_path, FLAGS.lm_alpha, FLAGS.lm_beta, FLAGS.alphabet_config_path,
+                         FLAGS.bytes_output_mode)
+    decoder = Decoder(config.alphabet, scorer)
+    forward, checkpointer, _ = build_evaluation(config, sets, single)
+    with create_session(single) as session:
+        checkpointer.load_for_evaluation(session, FLAGS.load_evaluate)
+
+        def objective(trial):
+            scorer.reset_params(trial.suggest_float('lm_alpha', 0, FLAGS.lm_alpha_max),
+                                trial.suggest_float('lm_beta', 0, FLAGS.lm_beta_max))
+            results = [r for s in sets for r in decode_set(session, s, forward, decoder, single)]
+            return summarize(results)[0]
+
+        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=FLAGS.random_seed))
+        study.optimize(objective, n_trials=FLAGS.n_trials)
+    log_info('Best params: lm_alpha={} and lm_beta={} with WER={}'.format(
+        study.best_params['lm_alpha'], study.best_params['lm_beta'], study.best_value))
+
+
+if __name__ == '__main__':
+    flags.DEFINE_float('lm_alpha_max', 5, 'largest language model weight to try')
+    flags.DEFINE_float('lm_beta_max', 5, 'largest word insertion bonus to try')
+    flags.DEFINE_integer('n_trials', 2400, 'number of trials', lower_bound=1)
+    run_script(optimize)

@@ -1,0 +1,96 @@
+"""Beam search with a real KenLM scorer built from the training transcripts of a generated corpus."""
+import json
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import ROOT, SMOKE_CSV, run_command, run_deepspeech, tiny_model_flags
+
+pytestmark = pytest.mark.slow
+N_HIDDEN = 128
+
+
+def kenlm_bins():
+    return os.path.join(os.path.dirname(os.path.dirname(sys.executable)), 'kenlm', 'bin')
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    """A corpus, a scorer from its train transcripts (plus its word list), and an acoustic model
+    trained just long enough to make errors a language model can fix."""
+    if not os.path.isfile(os.path.join(kenlm_bins(), 'lmplz')):
+        pytest.skip('KenLM tools not built: run bin/build_kenlm.sh')
+    tmp_path = tmp_path_factory.mktemp('decoding')
+    corpus, lm = tmp_path / 'corpus', tmp_path / 'lm'
+    lm.mkdir()
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', corpus,
+                 '--count', 150, '--seed', 5])
+    (lm / 'text.txt').write_text((corpus / 'train_sentences.txt').read_text() +
+                                 (corpus / 'vocabulary.txt').read_text())
+    run_command([sys.executable, os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt', lm / 'text.txt',
+                 '--output_dir', lm, '--top_k', 500, '--arpa_order', 3, '--max_arpa_memory', '64M',
+                 '--discount_fallback'])
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet',
+                 os.path.join(ROOT, 'data', 'alphabet.txt'), '--lm', lm / 'lm.binary', '--vocab',
+                 lm / 'vocab-500.txt', '--package', lm / 'kenlm.scorer'])
+    run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', corpus / 'train.csv', '--epochs', 40,
+                   '--train_batch_size', 8, '--learning_rate', 0.002)
+    return tmp_path, corpus, lm / 'kenlm.scorer'
+
+
+def measure_wer(trained, *scorer_flags):
+    tmp_path, corpus, _ = trained
+    output = tmp_path / 'results.json'
+    run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', tmp_path / 'checkpoints', '--load_evaluate', 'last',
+                   '--test_files', corpus / 'test.csv', '--test_batch_size', 8, '--beam_width', 256,
+                   '--test_output_file', output, *scorer_flags)
+    results = json.loads(output.read_text())
+    return sum(r['word_distance'] for r in results) / sum(r['word_length'] for r in results)
+
+
+def test_scorer_lowers_wer_on_held_out_sentences(trained):
+    without = measure_wer(trained)
+    with_scorer = measure_wer(trained, '--scorer_path', trained[2])
+    print('test WER without scorer {:.3f}, with scorer {:.3f}'.format(without, with_scorer))
+    assert without > 0, 'the acoustic model alone makes no errors: nothing for the scorer to fix'
+    assert with_scorer < without
+
+
+def bad_scorer_run(tmp_path, scorer):
+    run = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--scorer', scorer, check=False)
+    assert run.returncode == 1, run.output[-2000:]
+    assert not (tmp_path / 'checkpoints').exists()
+    return run.output
+
+
+def test_random_bytes_scorer_fails_at_start(tmp_path):
+    scorer = tmp_path / 'random.scorer'
+    scorer.write_bytes(os.urandom(4096))
+    assert 'cannot load scorer {}: Scorer initialization failed'.format(scorer) in bad_scorer_run(tmp_path, scorer)
+
+
+def test_truncated_scorer_fails_at_start_without_crashing(trained, tmp_path):
+    scorer = tmp_path / 'truncated.scorer'
+    scorer.write_bytes(trained[2].read_bytes()[:trained[2].stat().st_size // 3])
+    output = bad_scorer_run(tmp_path, scorer)
+    assert 'scorer {} is damaged'.format(scorer) in output or 'cannot load scorer {}'.format(scorer) in output
+
+
+def test_scorer_for_bytes_output_fails_with_a_character_alphabet(trained, tmp_path):
+    _, _, lm = trained[0], trained[1], trained[2].parent
+    scorer = tmp_path / 'bytes.scorer'
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet',
+                 os.path.join(ROOT, 'data', 'alphabet.txt'), '--lm', lm / 'lm.binary', '--vocab', lm / 'vocab-500.txt',
+                 '--package', scorer, '--force_bytes_output_mode', 'true'])
+    assert 'was made for UTF-8 bytes but this model predicts alphabet labels' in bad_scorer_run(tmp_path, scorer)
+
+
+def test_lm_optimizer_reports_the_best_alpha_and_beta(trained):
+    tmp_path, corpus, scorer = trained
+    run = run_command([sys.executable, os.path.join(ROOT, 'lm_optimizer.py'), '--test_files', corpus / 'dev.csv',
+                       '--n_hidden', N_HIDDEN, '--checkpoint_dir', tmp_path / 'checkpoints', '--load_evaluate', 'last',
+                       '--scorer_path', scorer, '--n_trials', 3, '--beam_width', 32, '--noshow_progressbar',
+                       '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt')])
+    assert re.search(r'Best params: lm_alpha=[0-9.]+ and lm_beta=[0-9.]+ with WER=[0-9.]+', run.output)

@@ -1,0 +1,121 @@
+"""Exported models with DeepSpeech 0.9's inference interface.
+
+The graph streams: each call takes `n_steps` context windows (`input_node` [batch, n_steps, 19, 26])
+with their count (`input_lengths`) and the LSTM state of the previous call (`previous_state_c/h`), and
+returns per-frame character probabilities (`logits`, time-major) and the new state. `input_samples`
+-> `mfccs` computes one feature frame from one audio window, as DeepSpeech's native client feeds
+it. The `metadata_*` constants tell a client the sample rate, window, beam width and alphabet.
+"""
+import json
+import os
+import shutil
+import zipfile
+
+import tensorflow as tf
+import tensorflow.compat.v1 as tfv1
+
+from .model import create_model, fused_lstm, unrolled_lstm
+from .util.checkpoints import Checkpointer
+from .util.feeding import audio_to_features
+from .util.flags import FLAGS
+from .util.logging import log_info
+
+# DeepSpeech 0.9's native client accepts graphs of this version.
+GRAPH_VERSION = 6
+INPUT_NAMES = ['input_node', 'input_lengths', 'previous_state_c', 'previous_state_h', 'input_samples']
+OUTPUT_NAMES = ['logits', 'new_state_c', 'new_state_h', 'mfccs']
+METADATA_NAMES = ['metadata_version', 'metadata_sample_rate', 'metadata_feature_win_len',
+                  'metadata_feature_win_step', 'metadata_beam_width', 'metadata_alphabet']
+
+
+def create_inference_graph(config, batch_size=1, n_steps=16, lstm=fused_lstm):
+    """Placeholders and outputs named as DeepSpeech 0.9's, in the default graph."""
+    samples = tfv1.placeholder(tf.float32, [config.audio_window_samples], 'input_samples')
+    tf.identity(audio_to_features(samples, FLAGS.audio_sample_rate, config), name='mfccs')
+    windows = tfv1.placeholder(tf.float32, [batch_size, n_steps, config.window_width, config.n_input],
+                               'input_node')
+    lengths = tfv1.placeholder(tf.int32, [batch_size], 'input_lengths')
+    state = (tfv1.placeholder(tf.float32, [batch_size, config.n_hidden], 'previous_state_c'),
+             tfv1.placeholder(tf.float32, [batch_size, config.n_hidden], 'previous_state_h'))
+    logits, (new_c, new_h) = create_model(windows, lengths, config, [0.0] * 6, FLAGS.relu_clip, initial_state=state,
+                                          lstm=lstm)
+    tf.nn.softmax(logits, name='logits')
+    tf.identity(new_c, name='new_state_c')
+    tf.identity(new_h, name='new_state_h')
+    tfv1.train.get_or_create_global_step()
+    tfv1.get_variable('learning_rate', initializer=FLAGS.learning_rate, trainable=False)
+
+
+def add_metadata(config):
+    tf.constant([GRAPH_VERSION], name='metadata_version')
+    tf.constant([FLAGS.audio_sample_rate], name='metadata_sample_rate')
+    tf.constant([FLAGS.feature_win_len], name='metadata_feature_win_len')
+    tf.constant([FLAGS.feature_win_step], name='metadata_feature_win_step')
+    tf.constant([FLAGS.export_beam_width], name='metadata_beam_width')
+    tf.constant([config.alphabet.Serialize()], name='metadata_alphabet')
+
+
+def frozen_graph(config, lstm):
+    """The inference graph with the --load_evaluate checkpoint's values as constants."""
+    tfv1.reset_default_graph()
+    create_inference_graph(config, batch_size=1, n_steps=FLAGS.n_steps, lstm=lstm)
+    add_metadata(config)
+    checkpointer = Checkpointer(config.load_checkpoint_dir, config.save_checkpoint_dir, 1, is_chief=True)
+    with tfv1.Session() as session:
+        checkpointer.load_for_evaluation(session, FLAGS.load_evaluate)
+        frozen = tfv1.graph_util.convert_variables_to_constants(
+            session, session.graph.as_graph_def(), OUTPUT_NAMES + METADATA_NAMES)
+    return tfv1.graph_util.extract_sub_graph(frozen, OUTPUT_NAMES + METADATA_NAMES)
+
+
+def export(config):
+    """Freeze the --load_evaluate checkpoint into <export_dir>/<export_file_name>.pb (and .tflite, .zip)."""
+    os.makedirs(FLAGS.export_dir, exist_ok=True)
+    base = os.path.join(FLAGS.export_dir, FLAGS.export_file_name)
+    write_atomically(base + '.pb', frozen_graph(config, fused_lstm).SerializeToString())
+    log_info('Exported model to {}.pb'.format(base))
+    files = [base + '.pb']
+    if FLAGS.export_tflite or FLAGS.export_zip:
+        # TF Lite has no fused LSTM op: the same cell, unrolled over n_steps.
+        write_atomically(base + '.tflite', to_tflite(frozen_graph(config, unrolled_lstm)))
+        log_info('Exported TensorFlow Lite model to {}.tflite'.format(base))
+        files.append(base + '.tflite')
+    if FLAGS.export_zip:
+        package(base, files, config)
+
+
+def to_tflite(frozen):
+    """TF Lite flatbuffer; the MFCC ops, which TF Lite lacks, run as select TensorFlow ops."""
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.import_graph_def(frozen, name='')
+    with tfv1.Session(graph=graph) as session:
+        converter = tfv1.lite.TFLiteConverter.from_session(
+            session, [graph.get_tensor_by_name(n + ':0') for n in INPUT_NAMES],
+            [graph.get_tensor_by_name(n + ':0') for n in OUTPUT_NAMES])
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+        return converter.convert()
+
+
+def package(base, files, config):
+    """<base>.zip: the model files, the scorer (if any) and info.json with the metadata."""
+    info = {'name': FLAGS.export_model_name, 'version': FLAGS.export_model_version,
+            'author': FLAGS.export_author_id, 'contact_info': FLAGS.export_contact_info,
+            'license': FLAGS.export_license, 'language': FLAGS.export_language,
+            'description': FLAGS.export_description, 'sample_rate': FLAGS.audio_sample_rate,
+            'beam_width': FLAGS.export_beam_width, 'n_hidden': config.n_hidden,
+            'lm_alpha': FLAGS.lm_alpha, 'lm_beta': FLAGS.lm_beta}
+    if FLAGS.scorer_path:
+        files = files + [FLAGS.scorer_path]
+    with zipfile.ZipFile(base + '.zip.tmp', 'w', zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            archive.write(path, os.path.basename(path))
+        archive.writestr('info.json', json.dumps(info, indent=2))
+    shutil.move(base + '.zip.tmp', base + '.zip')
+    log_info('Packed {} with {}'.format(base + '.zip', ', '.join(os.path.basename(f) for f in files)))
+
+
+def write_atomically(path, data):
+    with open(path + '.tmp', 'wb') as out:
+        out.write(data)
+    os.replace(path + '.tmp', path)
