@@ -94,3 +94,34 @@ def test_lm_optimizer_reports_the_best_alpha_and_beta(trained):
                        '--scorer_path', scorer, '--n_trials', 3, '--beam_width', 32, '--noshow_progressbar',
                        '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt')])
     assert re.search(r'Best params: lm_alpha=[0-9.]+ and lm_beta=[0-9.]+ with WER=[0-9.]+', run.output)
+
+
+def test_bytes_output_mode_trains_and_decodes_with_a_bytes_scorer(trained, tmp_path):
+    """UTF-8 mode end to end: a transcript no alphabet file lists, a scorer made for bytes."""
+    lm = trained[2].parent
+    scorer = tmp_path / 'bytes.scorer'
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet',
+                 os.path.join(ROOT, 'data', 'alphabet.txt'), '--lm', lm / 'lm.binary', '--vocab', lm / 'vocab-500.txt',
+                 '--package', scorer, '--force_bytes_output_mode', 'true'])
+    csv_path = tmp_path / 'utf8.csv'
+    wav = os.path.join(ROOT, 'data', 'smoke_test', 'good_morning.wav')
+    csv_path.write_text('wav_filename,wav_filesize,transcript\n{},{},bonjour café\n'.format(wav, os.path.getsize(wav)),
+                        encoding='utf-8')
+    output = tmp_path / 'results.json'
+    run_deepspeech(*tiny_model_flags(tmp_path), '--bytes_output_mode', '--train_files', csv_path, '--epochs', 2,
+                   '--test_files', csv_path, '--scorer_path', scorer, '--beam_width', 16, '--test_output_file', output)
+    [result] = json.loads(output.read_text(encoding='utf-8'))
+    assert result['src'] == 'bonjour café'
+    assert isinstance(result['res'], str)
+
+
+def test_scorer_made_with_another_alphabet_fails_at_start(trained, tmp_path):
+    lm = trained[2].parent
+    other_alphabet = tmp_path / 'space_last.txt'
+    other_alphabet.write_text(''.join(c + '\n' for c in "abcdefghijklmnopqrstuvwxyz' "))
+    scorer = tmp_path / 'other.scorer'
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet', other_alphabet,
+                 '--lm', lm / 'lm.binary', '--vocab', lm / 'vocab-500.txt', '--package', scorer])
+    output = bad_scorer_run(tmp_path, scorer)
+    assert 'scorer {} was made with another alphabet'.format(scorer) in output
+    assert 'has 28 labels with the space at 0' in output
