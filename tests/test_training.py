@@ -143,3 +143,13 @@ def test_without_horovod_plain_training_works_and_horovod_says_how_to_install(tm
     run = run_command(deepspeech_command('--horovod', '--train_files', SMOKE_CSV), env=env, check=False)
     assert run.returncode != 0
     assert '--horovod needs Horovod built against this TensorFlow: run bin/setup.sh' in run.output
+
+
+def test_unwritable_checkpoint_dir_is_an_error_at_start(tmp_path):
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('not a directory')
+    run = run_deepspeech('--n_hidden', N_HIDDEN, '--train_files', SMOKE_CSV, '--checkpoint_dir', blocker / 'ckpt',
+                         '--summary_dir', tmp_path / 'summaries', check=False)
+    assert run.returncode == 1
+    assert 'cannot write checkpoints to {}'.format(blocker / 'ckpt') in run.output
+    assert 'Training from global step' not in run.output

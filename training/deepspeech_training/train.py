@@ -17,7 +17,7 @@ from .export import export
 from .graph import InputSet, build_forward, build_input, run_set
 from .util import logging
 from .util.batching import SetTooSmallError, eval_batches, train_batches
-from .util.checkpoints import CheckpointError, Checkpointer
+from .util.checkpoints import CheckpointError, Checkpointer, check_writable
 from .util.config import config_from_flags, session_config
 from .util.early_stopping import DevTracker
 from .util.flags import FLAGS, create_flags, effective_dropout_rates, split_files
@@ -259,6 +259,9 @@ def main(_):
         decoder = Decoder(config.alphabet, load_scorer(FLAGS.scorer_path, FLAGS.lm_alpha, FLAGS.lm_beta,
                                                        FLAGS.alphabet_config_path, FLAGS.bytes_output_mode)
                           if FLAGS.scorer_path else None)
+        if train_records and dist.is_chief:
+            check_writable(config.save_checkpoint_dir, 'checkpoints')
+            check_writable(config.summary_dir, 'summaries')
         if train_records:
             train(dist, config, train_records, dev_sets)
         if test_sets:

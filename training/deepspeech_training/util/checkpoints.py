@@ -42,6 +42,19 @@ def checkpoint_path(directory, method):
     return path
 
 
+def check_writable(directory, what):
+    """Fail at start, not at the first save hours later, when `directory` cannot take files."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        probe = os.path.join(directory, '.write_test')
+        with open(probe, 'w') as out:
+            out.write('ok')
+        os.remove(probe)
+    except OSError as error:
+        raise CheckpointError('cannot write {} to {}: {} (choose another directory or free some space)'
+                              .format(what, directory, error.strerror)) from None
+
+
 def _dropped(variable, drop_source_layers):
     scopes = LAYERS_FROM_OUTPUT[:drop_source_layers]
     return any(variable.op.name == s or variable.op.name.startswith(s + '/') for s in scopes)
