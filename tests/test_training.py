@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -153,3 +154,14 @@ def test_unwritable_checkpoint_dir_is_an_error_at_start(tmp_path):
     assert run.returncode == 1
     assert 'cannot write checkpoints to {}'.format(blocker / 'ckpt') in run.output
     assert 'Training from global step' not in run.output
+
+
+def test_plot_summaries_draws_the_run(resumed_run, tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, 'bin'))
+    summaries = resumed_run[0].parent / 'summaries'
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'plot_summaries.py'), '--summary_dir', summaries,
+                 '--output', tmp_path / 'run.png'])
+    assert (tmp_path / 'run.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    from plot_summaries import read_scalars
+    train = read_scalars(str(summaries / 'train'))
+    assert [step for step, _ in train['loss']] == [3, 6, 9]   # one point per epoch, over both runs
