@@ -53,11 +53,19 @@ def run_deepspeech(*args, timeout=600, check=True):
 def run_horovod(ranks, *args, launcher='horovodrun', wrapper=(), timeout=300, check=True, env=None):
     """`horovodrun -np N -H localhost:N [wrapper] python DeepSpeech.py --horovod ...` (or mpirun)."""
     if launcher == 'horovodrun':
-        launch = [os.path.join(PYTHON_BIN, 'horovodrun'), '-np', ranks, '-H', 'localhost:{}'.format(ranks)]
+        # --gloo: with MPI installed horovodrun would pick mpirun; the mpirun path has its own test.
+        launch = [os.path.join(PYTHON_BIN, 'horovodrun'), '--gloo', '-np', ranks, '-H', 'localhost:{}'.format(ranks)]
     else:
         launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', ranks, '-x', 'PATH']
     return run_command(launch + list(wrapper) + deepspeech_command('--horovod', *args), timeout=timeout,
                        check=check, env=env)
+
+
+def make_corpus(out_dir, count, seed):
+    """A generated corpus of real synthetic speech: train.csv, dev.csv, test.csv in out_dir."""
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', out_dir,
+                 '--count', count, '--seed', seed])
+    return out_dir
 
 
 def start_step(output):

@@ -6,7 +6,6 @@ import zipfile
 
 import numpy as np
 import pytest
-import soundfile
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 

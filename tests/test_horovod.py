@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import (ROOT, SMOKE_CSV, deepspeech_command, run_command, run_deepspeech, run_horovod,
+from conftest import (ROOT, SMOKE_CSV, deepspeech_command, make_corpus, run_command, run_deepspeech, run_horovod,
                       start_step, tiny_model_flags)
 from deepspeech_training.util.batching import PADDING, eval_batches, train_batches
 
@@ -23,10 +23,7 @@ TRACE = os.path.join(ROOT, 'tests', 'helpers', 'trace_files.sh')
 @pytest.fixture(scope='module')
 def corpus(tmp_path_factory):
     """A dozen real utterances: train.csv, dev.csv, test.csv."""
-    out = tmp_path_factory.mktemp('corpus')
-    run_command([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', out,
-                 '--count', 16, '--seed', 3])
-    return out
+    return make_corpus(tmp_path_factory.mktemp('corpus'), 16, 3)
 
 
 def csv_rows(path):
@@ -134,7 +131,7 @@ def test_two_rank_gradient_equals_single_process_gradient_of_the_union(corpus, t
     (tmp_path / 'one').mkdir()
     (tmp_path / 'two').mkdir()
     run_command([sys.executable, script, tmp_path / 'one', csv_path, 4])
-    run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '-np', 2, '-H', 'localhost:2',
+    run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '--gloo', '-np', 2, '-H', 'localhost:2',
                  sys.executable, script, tmp_path / 'two', csv_path, 2, '--horovod'], timeout=180)
     single = np.load(str(tmp_path / 'one' / 'rank0.npz'))
     ranks = [np.load(str(tmp_path / 'two' / 'rank{}.npz'.format(r))) for r in range(2)]

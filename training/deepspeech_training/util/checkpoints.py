@@ -2,9 +2,11 @@
 
 `train-<step>` (the last `max_to_keep`, state file `checkpoint`) and `best_dev-<step>` (state file
 `best_dev_checkpoint`). TensorFlow's Saver writes the data files before it atomically replaces the
-state file, so a crash leaves the previous checkpoint loadable. The best dev loss is kept beside the
-best_dev checkpoint (`best_dev_loss.json`, tied to its step) so a resumed run never replaces a
-better best_dev with a worse one. Only the chief reads or writes; other ranks receive the variables
+state file, so a crash (even SIGKILL) leaves the previous checkpoint loadable. The best dev loss is
+kept beside the best_dev checkpoint (`best_dev_loss.json`, tied to its step) so a resumed run never
+replaces a better best_dev with a worse one; it is written after the best_dev data files and before
+the state file, so a crash between the two leaves a record naming a complete, newer checkpoint, which
+the next run adopts. Only the chief reads or writes; other ranks receive the variables
 by broadcast, so they need no access to the checkpoint directory.
 """
 import json
@@ -40,6 +42,14 @@ def checkpoint_path(directory, method):
                                                                                      method == 'best' else
                                                                                      TRAIN_STATE), path))
     return path
+
+
+def _step(path):
+    """The global step in a checkpoint name (`best_dev-120` -> 120), -1 if none."""
+    try:
+        return int(os.path.basename(path).rsplit('-', 1)[1])
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return -1
 
 
 def check_writable(directory, what):
@@ -137,24 +147,42 @@ class Checkpointer:
         if not self.is_chief:
             return None
         os.makedirs(self.save_dir, exist_ok=True)
+        previous = checkpoint_path(self.save_dir, 'best')
+        # Data files, then the loss record, then the state file: each step is complete before the next.
         path = self.best_saver.save(session, os.path.join(self.save_dir, 'best_dev'), global_step=global_step,
-                                    latest_filename=BEST_STATE)
+                                    write_state=False)
         record = os.path.join(self.save_dir, BEST_LOSS_FILE)
         with open(record + '.tmp', 'w') as out:
             json.dump({'checkpoint': os.path.basename(path), 'dev_loss': dev_loss}, out)
         os.replace(record + '.tmp', record)
+        tfv1.train.update_checkpoint_state(self.save_dir, path, [path], latest_filename=BEST_STATE)
+        if previous and os.path.basename(previous) != os.path.basename(path):
+            for old in tf.io.gfile.glob(previous + '.*'):
+                tf.io.gfile.remove(old)
+        return path
+
+    def _adopt_recorded_best(self, record):
+        """A crash between the loss record and the state file: the record names a complete best_dev
+        newer than the state's; point the state at it."""
+        path = os.path.join(self.save_dir, record.get('checkpoint') or 'missing')
+        if not tf.io.gfile.exists(path + '.index'):
+            return None
+        tfv1.train.update_checkpoint_state(self.save_dir, path, [path], latest_filename=BEST_STATE)
+        log_warn('{} did not name the last best_dev checkpoint {}; it does now'.format(BEST_STATE, path))
         return path
 
     def best_dev_loss(self):
         """The dev loss of the saved best_dev checkpoint, or inf when there is none."""
-        path = checkpoint_path(self.save_dir, 'best')
-        if path is None:
-            return math.inf
         try:
             with open(os.path.join(self.save_dir, BEST_LOSS_FILE)) as record_file:
                 record = json.load(record_file)
         except (OSError, ValueError):
             record = {}
+        path = checkpoint_path(self.save_dir, 'best')
+        if record and (path is None or _step(record.get('checkpoint')) > _step(path)):
+            path = self._adopt_recorded_best(record) or path
+        if path is None:
+            return math.inf
         if record.get('checkpoint') != os.path.basename(path):
             log_warn('the dev loss of {} is not recorded; the next validation will replace it'.format(path))
             return math.inf
