@@ -1,0 +1,39 @@
+"""bin/benchmark_training.py end to end on a tiny configuration: it runs, and writes its table, JSON
+and plot (no timed asserts: the numbers depend on the machine)."""
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT, run_command
+
+pytestmark = pytest.mark.slow
+
+
+def test_benchmark_runs_one_and_two_ranks_and_writes_table_json_and_png(tmp_path):
+    out = tmp_path / 'results'
+    configs = 'h=16,b=2,lstm=fused,np=1;h=16,b=2,lstm=scan,np=2'
+    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_training.py'), '--configs', configs,
+                       '--utterances', 16, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out, '--repeats', 1,
+                       '--matmul_size', 256], timeout=600)
+    assert 'configuration' in run.output and 'matmul' in run.output
+    table = (out / 'benchmark.txt').read_text()
+    assert table.splitlines()[0].split()[:3] == ['configuration', 'timed', 'steps']
+    for label in configs.split(';'):
+        assert label in run.output and label in table
+    report = json.loads((out / 'benchmark.json').read_text())
+    assert report['machine']['matmul_gflops'] > 0
+    single, double = report['results']
+    corpus_bytes = report['corpus']['audio_bytes']
+    for result, ranks in ((single, 1), (double, 2)):
+        assert result['exit_code'] == 0
+        assert result['samples_per_s'] > 0 and result['audio_s_per_s'] > 0 and result['median_step_s'] > 0
+        assert result['time_to_first_step_s'] > 0 and result['gflops'] > 0
+        assert len(result['peak_rss_mb']) == ranks and all(rss > 50 for rss in result['peak_rss_mb'])
+        assert len(result['audio_bytes_read']) == ranks
+    assert single['ratio'] == pytest.approx(1.0)
+    # one process reads the whole training audio; each of two ranks reads only its shard of it
+    assert single['audio_bytes_read'][0] >= corpus_bytes
+    assert all(0 < read < corpus_bytes for read in double['audio_bytes_read'])
+    assert (out / 'benchmark.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
