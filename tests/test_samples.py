@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from deepspeech_training.util.samples import DataError, check_audio_files_exist, read_sources
+from deepspeech_training.util.samples import DataError, read_sources
 
 
 def write_csv(path, rows, header='wav_filename,wav_filesize,transcript'):
@@ -48,8 +48,3 @@ def test_csv_that_is_not_utf8_is_reported(tmp_path, alphabet):
     with pytest.raises(DataError, match='not valid UTF-8'):
         read_sources([str(path)], alphabet)
 
-
-def test_missing_audio_file_is_reported_before_any_work(tmp_path, alphabet):
-    csv_path = write_csv(tmp_path / 'a.csv', ['gone.wav,100,a'])
-    with pytest.raises(DataError, match=r'a.csv: line 2: audio file .*gone.wav not found'):
-        check_audio_files_exist(read_sources([csv_path], alphabet))

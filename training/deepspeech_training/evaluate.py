@@ -6,7 +6,6 @@ from dataclasses import dataclass, asdict
 
 import jiwer
 import numpy as np
-import tensorflow as tf
 from ds_ctcdecoder import ctc_beam_search_decoder_batch
 
 from .graph import run_set
@@ -72,7 +71,6 @@ def score(result):
 
 def decode_set(session, input_set, forward, decoder, dist):
     """Every sample's SampleResult on the chief (sorted as the set), [] on the other ranks."""
-    probabilities = tf.nn.softmax(tf.transpose(forward.logits, [1, 0, 2]))
     local = []
 
     def collect(values):
@@ -80,7 +78,7 @@ def decode_set(session, input_set, forward, decoder, dist):
         texts = decoder.decode(values['probabilities'][real], values['seq_length'][real])
         local.extend(zip(values['indices'][real].tolist(), texts, values['losses'][real].tolist()))
 
-    run_set(session, input_set, forward, extra_fetches={'probabilities': probabilities,
+    run_set(session, input_set, forward, extra_fetches={'probabilities': forward.probabilities,
                                                         'seq_length': forward.seq_length}, on_batch=collect)
     gathered = dist.gather(session, local)
     if not dist.is_chief:

@@ -33,6 +33,7 @@ class Forward:
     losses: object          # per sample, 0 where the weight is 0
     mean_loss: object
     logits: object          # time-major
+    probabilities: object   # softmax of the logits, batch-major, for the CTC decoder
     seq_length: object
     dropout_rates: list
 
@@ -58,7 +59,8 @@ def build_forward(batch, config, relu_clip):
                              lstm=lstm_function(config.lstm_impl))
     losses = ctc_loss(logits, seq_length, labels, label_lengths) * weights
     mean_loss = tf.reduce_sum(losses) / tf.maximum(tf.reduce_sum(weights), 1.0)
-    return Forward(indices, weights, losses, mean_loss, logits, seq_length, dropout_rates)
+    probabilities = tf.nn.softmax(tf.transpose(logits, [1, 0, 2]))
+    return Forward(indices, weights, losses, mean_loss, logits, probabilities, seq_length, dropout_rates)
 
 
 def run_set(session, input_set, forward, epoch=0, extra_fetches=None, feed=None, on_batch=None):

@@ -192,8 +192,7 @@ def train(dist, config, train_records, dev_sets):
             for epoch in range(first_epoch, first_epoch + FLAGS.epochs):
                 # Guard: ranks that disagree here would hang in the next allreduce; fail instead.
                 dist.check_same(session, 'epoch, batches, global step, learning rate',
-                                [epoch, training.n_batches(epoch), session.run(global_step),
-                                 session.run(learning_rate)])
+                                [epoch, training.n_batches(epoch)] + session.run([global_step, learning_rate]))
                 started = time.time()
                 loss_sum, count = run_set(session, training, forward, epoch, feed=train_feed,
                                           on_batch=after_step,
@@ -232,9 +231,9 @@ def train(dist, config, train_records, dev_sets):
             if dist.is_chief:
                 log_info('Interrupted at global step {}, saved {}'.format(session.run(global_step), path))
             dist.sum(session, [0.0])    # no rank exits (and makes horovodrun kill rank 0) before the save
-            summaries.close()
             raise
-    summaries.close()
+        finally:
+            summaries.close()
 
 
 def validate(session, validations, forward, dist, epoch):
@@ -286,12 +285,13 @@ def test(dist, config, test_sets, decoder):
 
 def transcribe(config, wav_paths, decoder):
     """Transcripts of WAV files from the --load_evaluate checkpoint (the test graph, without labels)."""
+    single = distributed.Single()
     records = [SampleRecord(path, 0, '', (0,), path, 0) for path in wav_paths]
-    input_set = eval_set('Transcribing', records, 1, distributed.Single())
-    forward, checkpointer, _ = build_evaluation(config, [input_set], distributed.Single())
-    with create_session(distributed.Single()) as session:
+    input_set = eval_set('Transcribing', records, 1, single)
+    forward, checkpointer, _ = build_evaluation(config, [input_set], single)
+    with create_session(single) as session:
         checkpointer.load_for_evaluation(session, FLAGS.load_evaluate)
-        return [r.res for r in decode_set(session, input_set, forward, decoder, distributed.Single())]
+        return [r.res for r in decode_set(session, input_set, forward, decoder, single)]
 
 
 def main(_):

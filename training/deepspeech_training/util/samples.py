@@ -109,11 +109,3 @@ def read_sources(csv_paths, alphabet, limit=0, reverse=False):
     records.sort(key=lambda r: r.filesize, reverse=reverse)
     return records[:limit] if limit > 0 else records
 
-
-def check_audio_files_exist(records):
-    """Cheap pre-flight check: every referenced audio file exists (no file is opened)."""
-    problems = ['{}: line {}: audio file {} not found (paths are relative to the CSV\'s folder)'
-                .format(r.source, r.row, r.audio_path) for r in records if not os.path.isfile(r.audio_path)]
-    if problems:
-        raise DataError(problems)
-
