@@ -5,6 +5,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -240,3 +241,98 @@ def test_dead_or_frozen_rank_ends_the_job_and_the_rerun_resumes(corpus, tmp_path
     done = run_command(rerun, timeout=240, env=env)
     assert start_step(done.output) == int(load_and_read(last))
     assert 'Finished training epoch' in done.output
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """mount(size): a tmpfs of `size` mounted as tmp_path/checkpoints (needs root), unmounted afterwards."""
+    mounted = []
+
+    def mount(size):
+        target = tmp_path / 'checkpoints'
+        target.mkdir(exist_ok=True)
+        result = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size={}'.format(size), 'tmpfs', str(target)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        if result.returncode != 0:
+            pytest.skip('cannot mount a small tmpfs (needs root): ' + result.stdout.strip())
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in mounted:
+        subprocess.run(['umount', '-l', str(target)])
+
+
+def fill(directory):
+    """Write a file into `directory` until the disk is full; returns its path."""
+    filler = os.path.join(str(directory), 'filler')
+    with open(filler, 'wb') as out:
+        try:
+            while True:
+                out.write(b'\0' * 65536)
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_too_small_checkpoint_disk_fails_at_start(corpus, tmp_path, small_disk):
+    disk = small_disk('200k')
+    result = run_command(deepspeech_command(*train_flags(corpus, tmp_path)), timeout=120, check=False)
+    assert result.returncode == 1, result.output[-3000:]
+    assert re.search(r'{} has 0\.\d MB free, but saving checkpoints needs about \d+\.\d MB'.format(disk),
+                     result.output), result.output[-3000:]
+    assert 'Training from global step' not in result.output
+    assert not [name for name in os.listdir(str(disk)) if name.startswith(('train', 'best_dev', 'checkpoint'))]
+
+
+def test_disk_full_at_save_time_stops_training_and_keeps_the_previous_checkpoint(corpus, tmp_path, small_disk):
+    disk = small_disk('8m')
+    flags = train_flags(corpus, tmp_path, '--dev_files', corpus / 'dev.csv')
+    run = Run(deepspeech_command(*flags), tmp_path / 'log')
+    run.wait_for(r'Saved new best validating model', timeout=180)
+    filler = fill(disk)
+    assert run.wait(120) == 1, run.output()[-3000:]
+    output = run.output()
+    message = re.search(r'could not save the (train|best_dev) checkpoint of step (\d+) to {}: .*No space left on '
+                        r'device.*previous checkpoints are intact'.format(disk), output)
+    assert message, output[-3000:]
+    assert 'Traceback' not in output, output[-3000:]
+    last, best = state(disk), state(disk, 'best_dev_checkpoint')
+    assert load_and_read(last) > 0 and load_and_read(best) > 0
+    assert int(load_and_read(last)) < int(message.group(2))
+    assert not [n for n in os.listdir(str(disk)) if n.startswith('{}-{}'.format(*message.groups()))], \
+        'partial files of the failed save were left: {}'.format(os.listdir(str(disk)))
+    os.remove(filler)
+    assert resume_step(corpus, tmp_path) == int(load_and_read(last))
+
+
+def test_rank_that_finds_a_file_gone_bad_ends_the_job_and_the_rerun_resumes(corpus, tmp_path):
+    data = tmp_path / 'data'
+    shutil.copytree(str(corpus), str(data))
+    wavs = sorted(str(data / name) for name in os.listdir(str(data)) if name.endswith('.wav'))
+    flags = train_flags(data, tmp_path, '--checkpoint_secs', 1)
+    command = HOROVOD_GLOO + deepspeech_command('--horovod', *flags)
+    run = Run(command, tmp_path / 'log')
+    run.wait_for(r'Finished training epoch 1', timeout=180)
+    for wav in wavs:        # every file goes bad, whichever rank reads it next
+        shutil.move(wav, wav + '.good')
+        with open(wav, 'wb') as bad:
+            bad.write(b'not a wav file')
+    sent = time.time()
+    returncode = run.wait(60)
+    output = run.output()
+    print('horovodrun exited {} {:.1f} s after the files went bad'.format(returncode, time.time() - sent))
+    assert returncode != 0
+    assert re.search(r'audio changed during training: {} row \d+: {}/\S+\.wav: cannot decode audio'
+                     .format(data / 'train.csv', data), output), output[-3000:]
+    assert re.search(r'Process name: [01]\nExit code: 1\n', output), output[-3000:]
+    assert re.search(r'\[rank [01]\] E 1 problem\(s\) in the input data', output), output[-3000:]
+    last = tf.train.latest_checkpoint(str(tmp_path / 'checkpoints'))
+    assert last and load_and_read(last) > 0
+    for wav in wavs:
+        shutil.move(wav + '.good', wav)
+    rerun = list(command)
+    rerun[rerun.index('--epochs') + 1] = 1
+    done = run_command(rerun, timeout=240)
+    assert start_step(done.output) == int(load_and_read(last))

@@ -8,8 +8,9 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 from .model import create_model, ctc_loss, dropout_placeholders, lstm_function
-from .util.feeding import create_dataset
+from .util.feeding import changed_audio_error, create_dataset
 from .util.logging import Progress
+from .util.samples import DataError
 
 
 @dataclass
@@ -78,6 +79,11 @@ def run_set(session, input_set, forward, epoch=0, extra_fetches=None, feed=None,
             values = session.run(fetches, feed)
         except tf.errors.OutOfRangeError:
             break
+        except tf.errors.InvalidArgumentError as error:
+            changed = changed_audio_error(error.message)
+            if changed:
+                raise DataError([changed]) from None
+            raise
         step += 1
         loss_sum += float(np.sum(values['losses']))
         count += float(np.sum(values['weights']))

@@ -19,7 +19,7 @@ from .export import export
 from .graph import InputSet, build_forward, build_input, run_set
 from .util import logging
 from .util.batching import SetTooSmallError, eval_batches, train_batches
-from .util.checkpoints import CheckpointError, Checkpointer, check_writable
+from .util.checkpoints import CheckpointError, Checkpointer, check_space, check_writable, checkpoint_bytes
 from .util.config import config_from_flags, session_config
 from .util.early_stopping import DevTracker
 from .util.flags import FLAGS, create_flags, effective_dropout_rates, split_files
@@ -154,6 +154,8 @@ def train(dist, config, train_records, dev_sets):
     broadcast = dist.broadcast_op()
     checkpointer = Checkpointer(config.load_checkpoint_dir, config.save_checkpoint_dir, FLAGS.max_to_keep,
                                 dist.is_chief)
+    if dist.is_chief:
+        check_space(config.save_checkpoint_dir, 2 * checkpoint_bytes(), 'checkpoints')
     summaries = Summaries(config.summary_dir, dist.is_chief)
     train_feed = dict(zip(forward.dropout_rates, effective_dropout_rates()))
 

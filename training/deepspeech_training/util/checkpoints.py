@@ -12,6 +12,7 @@ by broadcast, so they need no access to the checkpoint directory.
 import json
 import math
 import os
+import shutil
 
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
@@ -63,6 +64,40 @@ def check_writable(directory, what):
     except OSError as error:
         raise CheckpointError('cannot write {} to {}: {} (choose another directory or free some space)'
                               .format(what, directory, error.strerror)) from None
+
+
+def checkpoint_bytes():
+    """Bytes one checkpoint of the current graph's global variables takes on disk (data files)."""
+    return sum(v.shape.num_elements() * v.dtype.base_dtype.size for v in tfv1.global_variables())
+
+
+def check_space(directory, needed, what):
+    """Fail at start when `directory` cannot hold `needed` bytes (a new train and best_dev checkpoint
+    are written before the old ones are removed)."""
+    free = shutil.disk_usage(directory).free
+    if free < needed:
+        raise CheckpointError('{} has {:.1f} MB free, but saving {} needs about {:.1f} MB (a train and a best_dev '
+                              'checkpoint); free some space or choose another --checkpoint_dir'
+                              .format(directory, free / 1e6, what, needed / 1e6))
+
+
+def _op_error_cause(message):
+    """The line of a TensorFlow op error that says what failed (it precedes the `[[{{node ...}}]]`
+    line; the rest is the graph's Python traceback)."""
+    lines = [line.strip() for line in message.splitlines()]
+    for before, line in zip(lines, lines[1:]):
+        if line.startswith('[[{{node'):
+            return before
+    return lines[0]
+
+
+def _remove_partial(prefix):
+    """Remove what a failed save of `prefix` left behind (its data files and the Saver's temp dir)."""
+    for leftover in tf.io.gfile.glob(prefix + '.*') + tf.io.gfile.glob(prefix + '_temp*'):
+        if tf.io.gfile.isdir(leftover):
+            tf.io.gfile.rmtree(leftover)
+        else:
+            tf.io.gfile.remove(leftover)
 
 
 def _dropped(variable, drop_source_layers):
@@ -136,29 +171,49 @@ class Checkpointer:
         if self.is_chief:
             restore(session, checkpoint_path(self.save_dir, 'best'), keep=('global_step',))
 
+    def _save_or_stop(self, kind, step, save):
+        """Run `save()`; when it fails (a full disk, a lost mount) remove its partial files and stop
+        training: the state files still name the previous, complete checkpoints."""
+        try:
+            return save()
+        except (tf.errors.OpError, OSError) as error:
+            name = '{}-{}'.format(kind, step)
+            if self._recorded_best().get('checkpoint') != name:   # a recorded best_dev is complete: kept
+                _remove_partial(os.path.join(self.save_dir, name))
+            reason = _op_error_cause(error.message) if isinstance(error, tf.errors.OpError) else error.strerror
+            raise CheckpointError('could not save the {} checkpoint of step {} to {}: {}. Training stopped; the '
+                                  'previous checkpoints are intact: free some space and rerun the same command to '
+                                  'resume from them'.format(kind, step, self.save_dir, reason)) from None
+
     def save_train(self, session, global_step):
-        if self.is_chief:
-            os.makedirs(self.save_dir, exist_ok=True)
-            return self.train_saver.save(session, os.path.join(self.save_dir, 'train'), global_step=global_step,
-                                         latest_filename=TRAIN_STATE)
-        return None
+        if not self.is_chief:
+            return None
+        os.makedirs(self.save_dir, exist_ok=True)
+        step = session.run(global_step)
+        return self._save_or_stop('train', step, lambda: self.train_saver.save(
+            session, os.path.join(self.save_dir, 'train'), global_step=step, latest_filename=TRAIN_STATE))
 
     def save_best(self, session, global_step, dev_loss):
         if not self.is_chief:
             return None
         os.makedirs(self.save_dir, exist_ok=True)
         previous = checkpoint_path(self.save_dir, 'best')
+        step = session.run(global_step)
+        path = self._save_or_stop('best_dev', step, lambda: self._write_best(session, step, dev_loss))
+        if previous and os.path.basename(previous) != os.path.basename(path):
+            for old in tf.io.gfile.glob(previous + '.*'):
+                tf.io.gfile.remove(old)
+        return path
+
+    def _write_best(self, session, step, dev_loss):
         # Data files, then the loss record, then the state file: each step is complete before the next.
-        path = self.best_saver.save(session, os.path.join(self.save_dir, 'best_dev'), global_step=global_step,
+        path = self.best_saver.save(session, os.path.join(self.save_dir, 'best_dev'), global_step=step,
                                     write_state=False)
         record = os.path.join(self.save_dir, BEST_LOSS_FILE)
         with open(record + '.tmp', 'w') as out:
             json.dump({'checkpoint': os.path.basename(path), 'dev_loss': dev_loss}, out)
         os.replace(record + '.tmp', record)
         tfv1.train.update_checkpoint_state(self.save_dir, path, [path], latest_filename=BEST_STATE)
-        if previous and os.path.basename(previous) != os.path.basename(path):
-            for old in tf.io.gfile.glob(previous + '.*'):
-                tf.io.gfile.remove(old)
         return path
 
     def _adopt_recorded_best(self, record):
@@ -171,13 +226,16 @@ class Checkpointer:
         log_warn('{} did not name the last best_dev checkpoint {}; it does now'.format(BEST_STATE, path))
         return path
 
-    def best_dev_loss(self):
-        """The dev loss of the saved best_dev checkpoint, or inf when there is none."""
+    def _recorded_best(self):
         try:
             with open(os.path.join(self.save_dir, BEST_LOSS_FILE)) as record_file:
-                record = json.load(record_file)
+                return json.load(record_file)
         except (OSError, ValueError):
-            record = {}
+            return {}
+
+    def best_dev_loss(self):
+        """The dev loss of the saved best_dev checkpoint, or inf when there is none."""
+        record = self._recorded_best()
         path = checkpoint_path(self.save_dir, 'best')
         if record and (path is None or _step(record.get('checkpoint')) > _step(path)):
             path = self._adopt_recorded_best(record) or path

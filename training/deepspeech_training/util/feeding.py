@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .audio import read_audio
+from .audio import AudioError, read_audio
 from .batching import PADDING
 
 
@@ -41,6 +41,28 @@ def frame_count(n_samples, config):
     return 1 + (n_samples - config.audio_window_samples) // config.audio_step_samples
 
 
+# Marks the error of a file that went bad after the validation pass; tf.data hands it on inside an
+# InvalidArgumentError, from which changed_audio_error() takes it back out.
+CHANGED_AUDIO = 'audio changed during training'
+
+
+def read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate):
+    try:
+        return audio_reader(record.audio_path, sample_rate, normalize_sample_rate)
+    except (AudioError, OSError) as error:
+        raise AudioError('{}: {} row {}: {}: {} (it passed the check at start: restore the file or remove its row, '
+                         'then rerun the same command to resume from the last checkpoint)'
+                         .format(CHANGED_AUDIO, record.source, record.row, record.audio_path, error)) from None
+
+
+def changed_audio_error(message):
+    """Our message in a TensorFlow op error raised by the input generator, or None."""
+    for line in message.splitlines():
+        if line.startswith('AudioError: ' + CHANGED_AUDIO):
+            return line[len('AudioError: '):]
+    return None
+
+
 def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_sample_rate,
                    audio_reader=read_audio):
     """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths).
@@ -57,7 +79,7 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
                     yield -1, 0.0, silence, np.zeros(1, np.int32)
                 else:
                     record = records[index]
-                    audio = audio_reader(record.audio_path, sample_rate, normalize_sample_rate)
+                    audio = read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate)
                     yield index, 1.0, audio, np.asarray(record.labels, np.int32)
 
     signature = (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
