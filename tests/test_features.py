@@ -3,12 +3,9 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tfv1
 
-from conftest import SMOKE_CSV, ALPHABET
 from deepspeech_training.util.audio import AudioError, read_audio
 from deepspeech_training.util.config import Config, N_CONTEXT, N_INPUT
 from deepspeech_training.util.feeding import audio_to_features, create_overlapping_windows, frame_count
-from deepspeech_training.util.samples import read_sources
-from deepspeech_training.util.text import load_alphabet
 
 CONFIG = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
                 audio_step_samples=320, n_hidden=8, n_classes=29, checkpoint_dir='', load_checkpoint_dir='',
@@ -18,12 +15,6 @@ CONFIG = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_windo
 def run(tensor, feed=None):
     with tfv1.Session(graph=tensor.graph) as session:
         return session.run(tensor, feed)
-
-
-@pytest.fixture(scope='module')
-def speech():
-    record = read_sources([SMOKE_CSV], load_alphabet(ALPHABET))[0]
-    return read_audio(record.audio_path, 16000)
 
 
 def test_mfcc_frames_are_26_coefficients_every_20_ms(speech):

@@ -20,6 +20,7 @@ class InputSet:
     records: list
     plan: Callable[[int], List[list]]     # epoch -> this rank's batches of record indices
     batch_size: int
+    augmenter: object = None                # augmentations.Augmenter, for training only
     initializer: object = None
     epoch: object = None
 
@@ -44,7 +45,8 @@ def build_input(sets, config, sample_rate, normalize_sample_rate):
     datasets = []
     for input_set in sets:
         dataset, input_set.epoch = create_dataset(input_set.records, input_set.plan, input_set.batch_size,
-                                                  config, sample_rate, normalize_sample_rate)
+                                                  config, sample_rate, normalize_sample_rate,
+                                                  augmenter=input_set.augmenter)
         datasets.append(dataset)
     iterator = tfv1.data.Iterator.from_structure(tfv1.data.get_output_types(datasets[0]),
                                                  tfv1.data.get_output_shapes(datasets[0]))

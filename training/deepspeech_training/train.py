@@ -18,6 +18,7 @@ from .evaluate import Decoder, decode_set, report, write_test_output
 from .export import export
 from .graph import InputSet, build_forward, build_input, run_set
 from .util import logging
+from .util.augmentations import Augmenter, parse_augmentations
 from .util.batching import SetTooSmallError, eval_batches, train_batches
 from .util.checkpoints import CheckpointError, Checkpointer, check_space, check_writable, checkpoint_bytes
 from .util.config import config_from_flags, session_config
@@ -41,7 +42,10 @@ def train_set(records, dist):
         return train_batches(len(records), FLAGS.train_batch_size, dist.size, dist.rank, epoch,
                              FLAGS.random_seed, FLAGS.shuffle_batches)
     plan(0)  # a set too small for ranks x batch fails here, before any work
-    return InputSet('Training', records, plan, FLAGS.train_batch_size)
+    augmenter = None
+    if FLAGS.augment:
+        augmenter = Augmenter(parse_augmentations(FLAGS.augment), FLAGS.random_seed, FLAGS.epochs)
+    return InputSet('Training', records, plan, FLAGS.train_batch_size, augmenter)
 
 
 def eval_set(name, records, batch_size, dist):
@@ -167,6 +171,8 @@ def train(dist, config, train_records, dev_sets):
         write_flags(config, dist)
         start_step = session.run(global_step)
         first_epoch = start_step // training.n_batches()
+        if training.augmenter:
+            training.augmenter.first_epoch = first_epoch    # the clock of A:B ranges runs over this run
         base_rate = session.run(learning_rate)
         log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}'
                  .format(start_step, first_epoch, base_rate, dist.size, base_rate * dist.size,

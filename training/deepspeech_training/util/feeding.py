@@ -9,18 +9,28 @@ import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
+from . import augmentations
 from .audio import AudioError, read_audio
 from .batching import PADDING
 
 
-def audio_to_features(audio, sample_rate, config):
-    """DeepSpeech 0.9 features: power spectrogram -> 26 MFCCs per 20 ms frame. audio: [samples] float."""
-    spectrogram = tf.raw_ops.AudioSpectrogram(input=tf.expand_dims(audio, -1),
-                                              window_size=config.audio_window_samples,
+def no_augmentation(domain, tensor, units_per_ms):
+    return tensor
+
+
+def audio_to_features(audio, sample_rate, config, augment=no_augmentation):
+    """DeepSpeech 0.9 features: power spectrogram -> 26 MFCCs per 20 ms frame. audio: [samples] float.
+
+    `augment(domain, tensor, units_per_ms)` changes the signal [samples, 1], the spectrogram and the
+    features [frames, bins] on the way (training only; see augmentations.py)."""
+    frames_per_ms = 1.0 / (1000.0 * config.audio_step_samples / sample_rate)
+    signal = augment(augmentations.SIGNAL, tf.expand_dims(audio, -1), sample_rate / 1000.0)
+    spectrogram = tf.raw_ops.AudioSpectrogram(input=signal, window_size=config.audio_window_samples,
                                               stride=config.audio_step_samples, magnitude_squared=True)
+    spectrogram = augment(augmentations.SPECTROGRAM, spectrogram[0], frames_per_ms)[tf.newaxis]
     mfccs = tf.raw_ops.Mfcc(spectrogram=spectrogram, sample_rate=sample_rate,
                             upper_frequency_limit=sample_rate / 2, dct_coefficient_count=config.n_input)
-    return tf.reshape(mfccs, [-1, config.n_input])
+    return augment(augmentations.FEATURES, tf.reshape(mfccs, [-1, config.n_input]), frames_per_ms)
 
 
 def create_overlapping_windows(features, config):
@@ -64,30 +74,44 @@ def changed_audio_error(message):
 
 
 def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_sample_rate,
-                   audio_reader=read_audio):
+                   audio_reader=read_audio, augmenter=None):
     """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths).
 
     `plan_fn(epoch)` gives this rank's batches for an epoch; `epoch` is fed through the placeholder
-    returned alongside the dataset when its iterator is initialised."""
+    returned alongside the dataset when its iterator is initialised. An `augmenter` (training only)
+    changes each sample, seeded by (random seed, epoch, sample index)."""
     epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='epoch')
     silence = np.zeros(config.audio_window_samples, np.float32)
 
     def generate(epoch_value):
-        for batch in plan_fn(int(epoch_value)):
+        plan = plan_fn(int(epoch_value))
+        for number, batch in enumerate(plan):
             for index in batch:
                 if index == PADDING:
-                    yield -1, 0.0, silence, np.zeros(1, np.int32)
-                else:
-                    record = records[index]
-                    audio = read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate)
-                    yield index, 1.0, audio, np.asarray(record.labels, np.int32)
+                    yield -1, 0.0, silence, np.zeros(1, np.int32), 0, 0.0
+                    continue
+                record = records[index]
+                audio = read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate)
+                seed, clock = 0, 0.0
+                if augmenter:
+                    seed = augmentations.sample_seed(augmenter.random_seed, int(epoch_value), index)
+                    clock = augmenter.clock(int(epoch_value), number / len(plan))
+                    audio = augmenter.augment_audio(audio, sample_rate, seed, clock)
+                yield index, 1.0, audio, np.asarray(record.labels, np.int32), seed, clock
 
-    signature = (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
-                 tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32))
+    signature = (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32), tf.TensorSpec([None], tf.float32),
+                 tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32))
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature, args=(epoch,))
 
-    def to_features(index, weight, audio, labels):
-        features = audio_to_features(audio, sample_rate, config)
+    def to_features(index, weight, audio, labels, seed, clock):
+        augment = no_augmentation
+        if augmenter and augmenter.graph:
+            # ctc_min_frames() in the graph: one frame per label plus a blank between repeats
+            min_frames = tf.size(labels) + tf.reduce_sum(tf.cast(tf.equal(labels[1:], labels[:-1]), tf.int32))
+
+            def augment(domain, tensor, units_per_ms):
+                return augmenter.augment_tensor(domain, tensor, seed, clock, units_per_ms, min_frames)
+        features = audio_to_features(audio, sample_rate, config, augment)
         return index, weight, features, tf.shape(features)[0], labels, tf.shape(labels)[0]
 
     def to_windows(index, weight, features, feature_lengths, labels, label_lengths):

@@ -123,6 +123,11 @@ def create_flags():
     f.DEFINE_string('export_language', '', 'exported model metadata: language')
     f.DEFINE_string('export_description', '', 'exported model metadata: description')
 
+    # Augmentation
+    f.DEFINE_multi_string('augment', None, 'augment the training samples: NAME[p=P,KEY=VALUE,...], once per '
+                          'operation, applied in the given order (see doc/TRAINING.rst, "Augmentation"); e.g. '
+                          '--augment "tempo[p=0.5,factor=1~0.1]" --augment frequency_mask[n=2]')
+
     # Validation
     f.DEFINE_boolean('skip_invalid_samples', False, 'leave out samples whose audio fails the check before '
                      'training (missing, unreadable, corrupt, wrong rate or channels, too short for the '
@@ -173,7 +178,19 @@ def split_files(csv_list):
     return [p.strip() for p in csv_list.split(',') if p.strip()]
 
 
+def _augmentations_ok(values):
+    """The --augment values parse and suit the sample rate; raises with the parser's message."""
+    from .augmentations import AugmentationError, parse_augmentations   # TensorFlow: only when used
+    try:
+        for augmentation in parse_augmentations(values['augment']):
+            augmentation.check_sample_rate(values['audio_sample_rate'])
+    except AugmentationError as error:
+        raise flags.ValidationError('--augment {}'.format(error)) from None
+    return True
+
+
 def _register_validators():
+    flags.register_multi_flags_validator(['augment', 'audio_sample_rate'], _augmentations_ok)
     for name in ['dropout_rate', 'dropout_rate2', 'dropout_rate3', 'dropout_rate4', 'dropout_rate5',
                  'dropout_rate6']:
         flags.register_validator(name, _dropout_ok, message='must be in [0, 1), or -1 for --dropout_rate')

@@ -91,8 +91,21 @@ def _record_from_row(row, csv_path, line, base, alphabet, problems):
     except TranscriptError as error:
         problems.append('{}: {}: {}'.format(where, wav, error))
         return None
-    path = wav if os.path.isabs(wav) else os.path.join(base, wav)
-    return SampleRecord(path, filesize, row['transcript'], tuple(labels), csv_path, line)
+    return SampleRecord(_resolve(base, wav), filesize, row['transcript'], tuple(labels), csv_path, line)
+
+
+def _resolve(base, wav):
+    return wav if os.path.isabs(wav) else os.path.join(base, wav)
+
+
+def csv_audio_paths(csv_path):
+    """The audio files a CSV lists, transcripts ignored (e.g. the noise recordings of --augment overlay)."""
+    with open(csv_path, encoding='utf-8-sig', newline='') as csv_file:
+        reader = csv.DictReader(csv_file)
+        if CSV_COLUMNS[0] not in (reader.fieldnames or []):
+            raise DataError(['{}: line 1: no {} column'.format(csv_path, CSV_COLUMNS[0])])
+        base = os.path.dirname(os.path.abspath(csv_path))
+        return [_resolve(base, row[CSV_COLUMNS[0]]) for row in reader]
 
 
 def read_sources(csv_paths, alphabet, limit=0, reverse=False):
