@@ -21,6 +21,7 @@ class InputSet:
     plan: Callable[[int], List[list]]     # epoch -> this rank's batches of record indices
     batch_size: int
     augmenter: object = None                # augmentations.Augmenter, for training only
+    feature_cache: object = None            # feature_cache.FeatureCache, for training only
     initializer: object = None
     epoch: object = None
 
@@ -46,7 +47,8 @@ def build_input(sets, config, sample_rate, normalize_sample_rate):
     for input_set in sets:
         dataset, input_set.epoch = create_dataset(input_set.records, input_set.plan, input_set.batch_size,
                                                   config, sample_rate, normalize_sample_rate,
-                                                  augmenter=input_set.augmenter)
+                                                  augmenter=input_set.augmenter,
+                                                  feature_cache=input_set.feature_cache)
         datasets.append(dataset)
     iterator = tfv1.data.Iterator.from_structure(tfv1.data.get_output_types(datasets[0]),
                                                  tfv1.data.get_output_shapes(datasets[0]))

@@ -23,6 +23,7 @@ from .util.batching import SetTooSmallError, eval_batches, train_batches
 from .util.checkpoints import CheckpointError, Checkpointer, check_space, check_writable, checkpoint_bytes
 from .util.config import config_from_flags, session_config
 from .util.early_stopping import DevTracker
+from .util.feature_cache import open_feature_cache
 from .util.flags import FLAGS, create_flags, effective_dropout_rates, split_files
 from .util.logging import log_info
 from .util.scorer import ScorerError, load_scorer
@@ -37,7 +38,7 @@ def read_set(csv_paths, config, limit, reverse, kind):
     return records      # their audio is checked by validate_input(), all sets at once
 
 
-def train_set(records, dist):
+def train_set(records, dist, config):
     def plan(epoch):
         return train_batches(len(records), FLAGS.train_batch_size, dist.size, dist.rank, epoch,
                              FLAGS.random_seed, FLAGS.shuffle_batches)
@@ -45,7 +46,8 @@ def train_set(records, dist):
     augmenter = None
     if FLAGS.augment:
         augmenter = Augmenter(parse_augmentations(FLAGS.augment), FLAGS.random_seed, FLAGS.epochs)
-    return InputSet('Training', records, plan, FLAGS.train_batch_size, augmenter)
+    feature_cache = open_feature_cache(FLAGS.feature_cache, records, config, FLAGS, dist.rank, dist.size)
+    return InputSet('Training', records, plan, FLAGS.train_batch_size, augmenter, feature_cache)
 
 
 def eval_set(name, records, batch_size, dist):
@@ -140,7 +142,7 @@ def train(dist, config, train_records, dev_sets):
     """Train for FLAGS.epochs epochs, validating on `dev_sets` (name -> records) after each."""
     tfv1.reset_default_graph()
     tfv1.set_random_seed(FLAGS.random_seed)
-    training = train_set(train_records, dist)
+    training = train_set(train_records, dist, config)
     validations = [eval_set('Validation ' + name, records, FLAGS.dev_batch_size, dist)
                    for name, records in dev_sets.items()]
     forward = build_forward(build_input([training] + validations, config, FLAGS.audio_sample_rate,
@@ -212,6 +214,8 @@ def train(dist, config, train_records, dev_sets):
                 log_info('Finished training epoch {} - loss: {:.6f}, effective learning rate: {:g}, '
                          '{:.3f} s/step'.format(epoch, loss_sum / count, session.run(rate), seconds_per_step))
                 summaries.scalars('train', step, loss=loss_sum / count)
+                if training.feature_cache:
+                    training.feature_cache.save()
                 checkpointer.save_train(session, global_step)
                 last_save = time.time()
                 if not validations:
@@ -242,6 +246,8 @@ def train(dist, config, train_records, dev_sets):
             raise
         finally:
             summaries.close()
+            if training.feature_cache:
+                training.feature_cache.close()
 
 
 def validate(session, validations, forward, dist, epoch):

@@ -74,36 +74,47 @@ def changed_audio_error(message):
 
 
 def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_sample_rate,
-                   audio_reader=read_audio, augmenter=None):
+                   audio_reader=read_audio, augmenter=None, feature_cache=None):
     """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths).
 
     `plan_fn(epoch)` gives this rank's batches for an epoch; `epoch` is fed through the placeholder
     returned alongside the dataset when its iterator is initialised. An `augmenter` (training only)
-    changes each sample, seeded by (random seed, epoch, sample index)."""
+    changes each sample, seeded by (random seed, epoch, sample index). With a `feature_cache` a sample
+    whose features are cached is not read again; the others are computed and stored."""
     epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='epoch')
     silence = np.zeros(config.audio_window_samples, np.float32)
+    no_audio, no_features = np.zeros(0, np.float32), np.zeros((0, config.n_input), np.float32)
 
     def generate(epoch_value):
-        plan = plan_fn(int(epoch_value))
+        epoch_value = int(epoch_value)
+        if feature_cache:
+            feature_cache.start_epoch(epoch_value)
+        plan = plan_fn(epoch_value)
         for number, batch in enumerate(plan):
             for index in batch:
                 if index == PADDING:
-                    yield -1, 0.0, silence, np.zeros(1, np.int32), 0, 0.0
+                    yield -1, 0.0, silence, np.zeros(1, np.int32), 0, 0.0, no_features, False
                     continue
                 record = records[index]
+                labels = np.asarray(record.labels, np.int32)
+                cached = feature_cache.get(index) if feature_cache else None
+                if cached is not None:
+                    yield index, 1.0, no_audio, labels, 0, 0.0, cached, True
+                    continue
                 audio = read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate)
                 seed, clock = 0, 0.0
                 if augmenter:
-                    seed = augmentations.sample_seed(augmenter.random_seed, int(epoch_value), index)
-                    clock = augmenter.clock(int(epoch_value), number / len(plan))
+                    seed = augmentations.sample_seed(augmenter.random_seed, epoch_value, index)
+                    clock = augmenter.clock(epoch_value, number / len(plan))
                     audio = augmenter.augment_audio(audio, sample_rate, seed, clock)
-                yield index, 1.0, audio, np.asarray(record.labels, np.int32), seed, clock
+                yield index, 1.0, audio, labels, seed, clock, no_features, False
 
     signature = (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32), tf.TensorSpec([None], tf.float32),
-                 tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32))
+                 tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
+                 tf.TensorSpec([None, config.n_input], tf.float32), tf.TensorSpec([], tf.bool))
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature, args=(epoch,))
 
-    def to_features(index, weight, audio, labels, seed, clock):
+    def compute_features(audio, labels, seed, clock):
         augment = no_augmentation
         if augmenter and augmenter.graph:
             # ctc_min_frames() in the graph: one frame per label plus a blank between repeats
@@ -111,7 +122,22 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
 
             def augment(domain, tensor, units_per_ms):
                 return augmenter.augment_tensor(domain, tensor, seed, clock, units_per_ms, min_frames)
-        features = audio_to_features(audio, sample_rate, config, augment)
+        return audio_to_features(audio, sample_rate, config, augment)
+
+    def store(index, features, was_cached):
+        if not was_cached:
+            feature_cache.put(int(index), features)
+        return np.bool_(True)
+
+    def to_features(index, weight, audio, labels, seed, clock, cached_features, is_cached):
+        if feature_cache:
+            features = tf.cond(is_cached, lambda: cached_features,
+                               lambda: compute_features(audio, labels, seed, clock))
+            stored = tf.numpy_function(store, [index, features, is_cached], tf.bool)
+            with tf.control_dependencies([stored]):
+                features = tf.identity(features)
+        else:
+            features = compute_features(audio, labels, seed, clock)
         return index, weight, features, tf.shape(features)[0], labels, tf.shape(labels)[0]
 
     def to_windows(index, weight, features, feature_lengths, labels, label_lengths):

@@ -1,0 +1,138 @@
+"""--feature_cache: the training samples' features, computed once and read back in later epochs.
+
+One cache per rank (`PATH`, or `PATH.rank<N>` under Horovod), since each rank computes only its own
+shard. Two files: PATH holds the features as raw float32, appended as samples are computed; PATH.json
+is the index (sample -> offset, frames) with the key the features were made under, replaced
+atomically at the end of each epoch. A crash leaves at worst unindexed bytes at the end of PATH,
+cut off on the next load, so the cache never hands out half-written features.
+
+The key covers everything the features depend on: the feature flags, --augment (the cache keeps
+augmented features, as DeepSpeech 0.9's did) and the sample list (path and size of every sample, in
+order). If any of them changed the cache is started afresh and the log says why.
+"""
+import hashlib
+import json
+import os
+import threading
+
+import numpy as np
+
+from .logging import log_info, log_warn
+
+
+def cache_path(path, rank, size):
+    return path if size == 1 else '{}.rank{}'.format(path, rank)
+
+
+def samples_digest(records):
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update('{}\0{}\n'.format(record.audio_path, record.filesize).encode('utf-8'))
+    return digest.hexdigest()
+
+
+class FeatureCache:
+    """This rank's cached features of `records`; thread-safe (the input pipeline stores from its threads)."""
+
+    def __init__(self, path, records, n_input, feature_key, cache_for_epochs):
+        self.path, self.n_input, self.cache_for_epochs = path, n_input, cache_for_epochs
+        self.key = dict(feature_key, samples=samples_digest(records), n_samples=len(records))
+        self.lock = threading.Lock()
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.entries, self.built_epoch = self._load()
+        if self.entries and (os.path.getsize(path) if os.path.exists(path) else 0) < self._indexed_bytes():
+            log_warn('Feature cache {} is shorter than its index says: recomputing'.format(path))
+            self.entries, self.built_epoch = {}, None
+        self.data = open(path, 'a+b')
+        self.size = self._indexed_bytes()
+        self.data.truncate(self.size)    # bytes appended after the last save belong to no entry
+
+    def _load(self):
+        try:
+            with open(self.path + '.json') as index_file:
+                index = json.load(index_file)
+        except FileNotFoundError:
+            return {}, None
+        except (OSError, ValueError, KeyError) as error:
+            log_warn('Feature cache {}: unreadable index ({}), recomputing'.format(self.path, error))
+            return {}, None
+        changed = [name for name in sorted(set(self.key) | set(index.get('key', {})))
+                   if index.get('key', {}).get(name) != self.key.get(name)]
+        if changed:
+            log_info('Feature cache {} was made for other {}: recomputing it'.format(
+                self.path, ', '.join(_DESCRIPTIONS.get(name, name) for name in changed)))
+            return {}, None
+        entries = {int(i): tuple(v) for i, v in index['entries'].items()}
+        log_info('Feature cache {}: {} of {} samples cached'.format(self.path, len(entries), self.key['n_samples']))
+        return entries, index['built_epoch']
+
+    def _indexed_bytes(self):
+        return max((offset + frames * self.n_input * 4 for offset, frames in self.entries.values()), default=0)
+
+    def start_epoch(self, epoch):
+        """Drop the cache if --cache_for_epochs says it expired, so this epoch computes it anew."""
+        with self.lock:
+            if self.built_epoch is not None and self.cache_for_epochs and \
+                    epoch - self.built_epoch >= self.cache_for_epochs:
+                log_info('Feature cache {} expired after {} epoch(s) (--cache_for_epochs): recomputing'
+                         .format(self.path, epoch - self.built_epoch))
+                self.entries, self.built_epoch = {}, None
+                self._write_index()
+                self.data.truncate(0)
+                self.size = 0
+            if self.built_epoch is None:
+                self.built_epoch = epoch
+
+    def get(self, index):
+        """The cached features of sample `index`, or None."""
+        with self.lock:
+            entry = self.entries.get(index)
+            if entry is None:
+                return None
+            self.data.flush()
+            raw = os.pread(self.data.fileno(), entry[1] * self.n_input * 4, entry[0])
+        return np.frombuffer(raw, np.float32).reshape(-1, self.n_input)
+
+    def put(self, index, features):
+        with self.lock:
+            if index in self.entries:
+                return
+            self.data.write(np.ascontiguousarray(features, np.float32).tobytes())
+            self.entries[index] = (self.size, len(features))
+            self.size += len(features) * self.n_input * 4
+
+    def save(self):
+        """Make what was computed so far durable: data first, then the index that points into it."""
+        with self.lock:
+            self.data.flush()
+            os.fsync(self.data.fileno())
+            self._write_index()
+
+    def _write_index(self):
+        temporary = self.path + '.json.tmp'
+        with open(temporary, 'w') as index_file:
+            json.dump(dict(key=self.key, built_epoch=self.built_epoch,
+                           entries={str(i): list(v) for i, v in self.entries.items()}), index_file)
+            index_file.flush()
+            os.fsync(index_file.fileno())
+        os.replace(temporary, self.path + '.json')
+
+    def close(self):
+        self.data.close()
+
+
+_DESCRIPTIONS = {'features': 'feature flags', 'augment': '--augment operations', 'samples': 'samples',
+                 'n_samples': 'number of samples'}
+
+
+def open_feature_cache(path, records, config, flags, rank, size):
+    """The cache of this rank for training, or None without --feature_cache."""
+    if not path:
+        return None
+    if flags.augment and not flags.cache_for_epochs:
+        log_warn('--feature_cache keeps the augmented features of the first epoch for every later epoch; '
+                 'give --cache_for_epochs N to draw new augmentations every N epochs')
+    feature_key = dict(features=[flags.audio_sample_rate, config.audio_window_samples, config.audio_step_samples,
+                                 config.n_input, flags.normalize_sample_rate],
+                       augment=[list(flags.augment or []), flags.random_seed if flags.augment else None])
+    return FeatureCache(cache_path(path, rank, size), records, config.n_input, feature_key, flags.cache_for_epochs)
