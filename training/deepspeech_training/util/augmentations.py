@@ -91,7 +91,8 @@ class Draw:
 
 
 class Augmentation:
-    """Base: PARAMS maps each parameter to (kind, default); kind is float, int, str or a tuple of choices."""
+    """Base: PARAMS maps each parameter to (kind, default); kind is float, int, str or a tuple of choices.
+    DOMAINS: where it may apply, the first by default; with several, the `domain` parameter picks."""
     PARAMS = {}
     DOMAINS = (SPECTROGRAM,)
     name = ''
@@ -101,8 +102,7 @@ class Augmentation:
         self.p = _probability(spec, values.pop('p', '1.0'))
         params = dict(self.PARAMS)
         if len(self.DOMAINS) > 1:
-            params['domain'] = (self.DOMAINS, self.DOMAINS[0] if 'domain' not in self.PARAMS
-                                else self.PARAMS['domain'][1])
+            params['domain'] = (self.DOMAINS, self.DOMAINS[0])
         unknown = sorted(set(values) - set(params))
         if unknown:
             raise AugmentationError('{}: unknown parameter(s) {} of {} (it takes p, {})'.format(
@@ -355,7 +355,7 @@ class FrequencyMask(GraphAugmentation):
 class TimeMask(GraphAugmentation):
     """SpecAugment's time masks: `n` stretches of `size` milliseconds set to zero."""
     name = 'time_mask'
-    PARAMS = {'domain': ((SPECTROGRAM, SIGNAL, FEATURES), SPECTROGRAM), 'n': (int, '3'), 'size': (float, '10.0')}
+    PARAMS = {'n': (int, '3'), 'size': (float, '10.0')}
     DOMAINS = (SPECTROGRAM, SIGNAL, FEATURES)
 
     def apply(self, tensor, draw, clock, units_per_ms, min_frames):
