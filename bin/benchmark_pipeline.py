@@ -17,8 +17,8 @@ warm-up epoch, so a change in the load of the (shared) machine hits both alike.
 A step's time is the gap between two batches; the first step of an epoch (it includes starting the
 iterator and filling the pipeline) is left out of the medians and shown as "1st step". Printed per
 configuration: the real pipeline and the cached batches alone (s/batch with no training), median
-ratio (real / cached: 1.05 means the pipeline costs 5 %) with the spread of the per-pair ratios, and
-the ratio of whole epochs. Writes <out_dir>/pipeline.txt and pipeline.json (every epoch's step times).
+s/step of each source, their ratio (real / cached: 1.05 means the pipeline costs 5 %) with the
+spread of the per-pair ratios, and the ratio of whole epochs. Writes <out_dir>/pipeline.txt and pipeline.json (every epoch's step times).
 """
 import argparse
 import json
