@@ -7,7 +7,8 @@ Generates (or reuses) a corpus of --utterances synthetic utterances (bin/make_sp
 runs `DeepSpeech.py --train_files <corpus>/train.csv` once per configuration (np > 1: under
 `horovodrun -np N -H localhost:N ... --horovod`), in a fresh checkpoint/summary directory. A
 configuration is comma-separated key=value pairs: h (--n_hidden), b (--train_batch_size, per rank),
-lstm (--lstm_impl), np (ranks); any other key is passed on as --key=value (e.g. epochs=2).
+lstm (--lstm_impl), np (ranks); a key in upper case is set in the environment of the run (e.g.
+HOROVOD_CYCLE_TIME=5); any other key is passed on as --key=value (e.g. epochs=2).
 
 Nothing is timed inside the trainer beyond what it already records:
   * step times: the wall times of the step_loss TensorBoard events (summary_dir/train), one per step;
@@ -32,6 +33,7 @@ import argparse
 import glob
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -111,6 +113,28 @@ def flops_per_frame(n_hidden, n_classes=29):
     return 3 * 2 * macs
 
 
+def frame_count(n_samples):
+    """MFCC frames of `n_samples` audio samples (as util/feeding.py's frame_count)."""
+    return 1 + (n_samples - WINDOW) // STEP if n_samples >= WINDOW else 0
+
+
+def padding_waste(records, batch_size):
+    """Padded frames / real frames of one epoch's batches: the trainer's length-sorted batches (in
+    shuffled order, which does not change the waste) against batches of randomly drawn samples."""
+    from deepspeech_training.util.batching import train_batches
+    frames = [frame_count(r[2]) for r in records]
+
+    def waste(batches):
+        real = sum(frames[i] for b in batches for i in b)
+        return sum(len(b) * max(frames[i] for i in b) for b in batches) / real - 1.0
+
+    order = list(range(len(records)))
+    random.Random(SEED).shuffle(order)
+    return dict(batch_size=batch_size,
+                length_sorted=waste(train_batches(len(records), batch_size, 1, 0, 0, SEED, True)),
+                random=waste([order[i:i + batch_size] for i in range(0, len(order), batch_size)]))
+
+
 def step_plan(records, config, epochs):
     """Per global step (all ranks): (samples, audio seconds, analytic FLOPs), epoch after epoch."""
     from deepspeech_training.util.batching import train_batches
@@ -122,7 +146,7 @@ def step_plan(records, config, epochs):
         for batches in zip(*plans):
             samples = seconds = flops = 0
             for indices in batches:
-                frames = [1 + (records[i][2] - WINDOW) // STEP if records[i][2] >= WINDOW else 0 for i in indices]
+                frames = [frame_count(records[i][2]) for i in indices]
                 samples += len(indices)
                 seconds += sum(records[i][2] / records[i][3] for i in indices)
                 flops += per_frame * len(indices) * max(frames)
@@ -187,7 +211,7 @@ def training_command(config, train_csv, run_dir, epochs):
              '--summary_dir', os.path.join(run_dir, 'summaries'), '--load_train', 'init', '--noshow_progressbar',
              '--checkpoint_secs', '1000000', '--max_to_keep', '1']
     for key, value in config.items():
-        if key == 'np':
+        if key == 'np' or key.isupper():
             continue
         flags += ['--{}={}'.format(KEYS.get(key, key), value)]
     wrapper = os.path.join(run_dir, 'rank.sh')
@@ -212,6 +236,7 @@ def run_config(index, repeat, config, train_csv, records, args):
     command = training_command(config, train_csv, run_dir, epochs)
     env = dict(os.environ, RUN_DIR=run_dir, TRACE='0' if args.no_trace else '1', PYTHONUNBUFFERED='1',
                TF_CPP_MIN_LOG_LEVEL='2')
+    env.update((k, v) for k, v in config.items() if k.isupper())
     print('[{}] {} (repeat {}/{})'.format(index, label(config), repeat + 1, args.repeats), flush=True)
     started = time.time()
     with open(os.path.join(run_dir, 'log.txt'), 'w') as log:
@@ -406,6 +431,7 @@ def main(argv=None):
             result['ratio'] = result['samples_per_s'] / base
         if result.get('audio_bytes_read'):
             result['audio_mb_read'] = [None if b is None else b / 1e6 for b in result['audio_bytes_read']]
+    waste = [padding_waste(records, b) for b in sorted({int(c.get('b', 1)) for c in configs})]
     report = dict(machine=dict(cpus=os.cpu_count(), matmul_gflops=ceiling, matmul_size=args.matmul_size,
                                load_average=os.getloadavg()),
                   corpus=dict(dir=args.corpus_dir, train_utterances=len(records),
@@ -413,10 +439,12 @@ def main(argv=None):
                               audio_bytes=sum(r[1] for r in records)),
                   settings=dict(epochs=args.epochs, warmup_steps=args.warmup_steps, repeats=args.repeats,
                                 trace=not args.no_trace),
-                  results=results, total_s=time.time() - started)
+                  results=results, padding_waste=waste, total_s=time.time() - started)
     with open(os.path.join(args.out_dir, 'benchmark.json'), 'w') as out:
         json.dump(report, out, indent=2)
-    text = table(results)
+    text = table(results) + '\n\npadding waste (padded frames / real frames, one epoch):\n' + '\n'.join(
+        '  batch {batch_size}: length-sorted batches {length_sorted:.1%} (in shuffled order too), random batches '
+        '{random:.1%}'.format(**w) for w in waste)
     with open(os.path.join(args.out_dir, 'benchmark.txt'), 'w') as out:
         out.write(text + '\n')
     plot(results, os.path.join(args.out_dir, 'benchmark.png'),

@@ -1,5 +1,5 @@
-"""bin/benchmark_training.py end to end on a tiny configuration: it runs, and writes its table, JSON
-and plot (no timed asserts: the numbers depend on the machine)."""
+"""bin/benchmark_training.py and bin/benchmark_pipeline.py end to end on tiny configurations: they run, and
+write their tables, JSON and plot (no timed asserts: the numbers depend on the machine)."""
 import json
 import os
 import sys
@@ -37,3 +37,22 @@ def test_benchmark_runs_one_and_two_ranks_and_writes_table_json_and_png(tmp_path
     assert single['audio_bytes_read'][0] >= corpus_bytes
     assert all(0 < read < corpus_bytes for read in double['audio_bytes_read'])
     assert (out / 'benchmark.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_pipeline_benchmark_times_real_and_cached_batches_through_the_same_training_steps(tmp_path):
+    out = tmp_path / 'results'
+    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_pipeline.py'), '--configs',
+                       'h=16,b=2;h=8,b=3', '--utterances', 16, '--corpus_dir', tmp_path / 'corpus', '--samples', 7,
+                       '--pairs', 2, '--out_dir', out], timeout=300)
+    table = (out / 'pipeline.txt').read_text()
+    assert table.splitlines()[0].split()[:4] == ['configuration', 'steps', 'pipeline', 'alone']
+    assert 'h=16,b=2' in table and 'h=8,b=3' in run.output
+    report = json.loads((out / 'pipeline.json').read_text())
+    for result, steps in zip(report['results'], (4, 3)):     # 7 samples in batches of 2 and of 3
+        assert result['steps_per_epoch'] == steps
+        for source in ('real', 'cached'):
+            assert len(result['epochs'][source]) == 2
+            assert all(len(epoch) == steps and min(epoch) > 0 for epoch in result['epochs'][source])
+        assert result['ratio'] == pytest.approx(result['real_s_per_step'] / result['cached_s_per_step'])
+        assert len(result['pair_ratios']) == 2
+        assert result['pipeline_s_per_batch'] > 0 and result['cached_alone_s_per_batch'] > 0

@@ -39,6 +39,17 @@ def test_windows_are_19_frames_offset_major_zero_padded():
     assert flat[0, 2, (1 + 9) * 26 + 3] == frames[0, 3, 3]
 
 
+def test_windows_equal_deepspeech_identity_filter_convolution():
+    """DeepSpeech 0.9 builds the windows as a conv1d with an identity filter; ours must match it exactly."""
+    frames = np.random.RandomState(1).randn(3, 40, N_INPUT).astype(np.float32)
+    width = 2 * N_CONTEXT + 1
+    eye = np.eye(width * N_INPUT).reshape(width, N_INPUT, width * N_INPUT).astype(np.float32)
+    with tfv1.Graph().as_default():
+        windows = run(create_overlapping_windows(tfv1.constant(frames), CONFIG))
+        reference = run(tfv1.nn.conv1d(tfv1.constant(frames), filters=eye, stride=1, padding='SAME'))
+    np.testing.assert_array_equal(windows.reshape(reference.shape), reference)
+
+
 def test_other_sample_rates_are_resampled_or_rejected(tmp_path, speech):
     import soundfile
     path = str(tmp_path / '8k.wav')

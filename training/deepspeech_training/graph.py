@@ -24,6 +24,7 @@ class InputSet:
     feature_cache: object = None            # feature_cache.FeatureCache, for training only
     initializer: object = None
     epoch: object = None
+    make_dataset: Callable = create_dataset   # create_dataset's signature (a benchmark feeds cached batches)
 
     def n_batches(self, epoch=0):
         return len(self.plan(epoch))
@@ -45,10 +46,10 @@ def build_input(sets, config, sample_rate, normalize_sample_rate):
     """Datasets for all `sets` behind one iterator; fills in each set's initializer and epoch feed."""
     datasets = []
     for input_set in sets:
-        dataset, input_set.epoch = create_dataset(input_set.records, input_set.plan, input_set.batch_size,
-                                                  config, sample_rate, normalize_sample_rate,
-                                                  augmenter=input_set.augmenter,
-                                                  feature_cache=input_set.feature_cache)
+        dataset, input_set.epoch = input_set.make_dataset(input_set.records, input_set.plan, input_set.batch_size,
+                                                          config, sample_rate, normalize_sample_rate,
+                                                          augmenter=input_set.augmenter,
+                                                          feature_cache=input_set.feature_cache)
         datasets.append(dataset)
     iterator = tfv1.data.Iterator.from_structure(tfv1.data.get_output_types(datasets[0]),
                                                  tfv1.data.get_output_shapes(datasets[0]))

@@ -36,12 +36,11 @@ def audio_to_features(audio, sample_rate, config, augment=no_augmentation):
 def create_overlapping_windows(features, config):
     """[batch, time, n_input] -> [batch, time, 2 * n_context + 1, n_input], zero-padded at both ends.
 
-    A convolution with an identity filter, as DeepSpeech 0.9 does it, so the flattened window is
-    offset-major: index = (offset + n_context) * n_input + coefficient."""
-    width = config.window_width
-    eye = np.eye(width * config.n_input).reshape(width, config.n_input, width * config.n_input)
-    windows = tf.nn.conv1d(features, filters=tf.constant(eye, tf.float32), stride=1, padding='SAME')
-    return tf.reshape(windows, [tf.shape(features)[0], -1, width, config.n_input])
+    Window t holds frames t - n_context .. t + n_context, so the flattened window is offset-major
+    (index = (offset + n_context) * n_input + coefficient), as DeepSpeech 0.9's identity-filter
+    convolution makes it; framing the padded frames gives the same values ~4x faster (doc/PERFORMANCE.rst)."""
+    padded = tf.pad(features, [[0, 0], [config.n_context, config.n_context], [0, 0]])
+    return tf.signal.frame(padded, config.window_width, 1, axis=1)
 
 
 def frame_count(n_samples, config):

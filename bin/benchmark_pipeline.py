@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Is the input pipeline the bottleneck? Training step time with the real tf.data pipeline against the
+same batches precomputed into memory, in one process, epochs alternating.
+
+    python bin/benchmark_pipeline.py --configs "h=100,b=8;h=2048,b=8"
+
+A configuration is comma-separated key=value pairs: h (--n_hidden), b (--train_batch_size); any other
+key is passed on as --key=value (e.g. lstm_impl=fused). For each one the trainer's own graph pieces are
+built once: graph.build_input with two sets behind its one reinitialisable iterator, the real pipeline
+(feeding.create_dataset: read audio, MFCCs, padded batch, context windows) and the same batches held in
+memory (fetched once from the real pipeline, fed back by a from_generator dataset), then
+graph.build_forward and the trainer's Adam `minimize`. Every epoch runs through graph.run_set, the
+trainer's loop, over --samples utterances of the benchmark corpus (spread over all lengths, sorted by
+length as the trainer does); epochs alternate real/cached in ABBA order (--pairs pairs) after one
+warm-up epoch, so a change in the load of the (shared) machine hits both alike.
+
+A step's time is the gap between two batches; the first step of an epoch (it includes starting the
+iterator and filling the pipeline) is left out of the medians and shown as "1st step". Printed per
+configuration: the real pipeline and the cached batches alone (s/batch with no training), median
+s/step of each source, their ratio (real / cached: 1.05 means the pipeline costs 5 %) with the
+spread of the per-pair ratios, and the ratio of whole epochs. Writes <out_dir>/pipeline.txt and pipeline.json (every epoch's step times).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+BIN = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BIN)
+from benchmark_training import ROOT, fmt, label, make_corpus, parse_configs  # noqa: E402 (also puts training/ on the path)
+
+DEFAULT_CONFIGS = 'h=100,b=8;h=2048,b=8'
+KEYS = {'h': 'n_hidden', 'b': 'train_batch_size'}
+
+
+class CachedBatches:
+    """The real pipeline's batches, fetched once, then fed again from memory through the same iterator."""
+
+    def __init__(self):
+        self.batches, self.element_spec = [], None
+
+    def real(self, *args, **kwargs):
+        from deepspeech_training.util.feeding import create_dataset
+        dataset, epoch = create_dataset(*args, **kwargs)
+        self.element_spec = dataset.element_spec
+        return dataset, epoch
+
+    def cached(self, *_, **__):
+        import tensorflow as tf
+        import tensorflow.compat.v1 as tfv1
+        epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='cached_epoch')
+        dataset = tf.data.Dataset.from_generator(lambda: iter(self.batches), output_signature=self.element_spec)
+        return dataset.prefetch(tf.data.AUTOTUNE), epoch
+
+
+def spread_records(records, count):
+    """`count` records spread evenly over the length-sorted `records` (still sorted)."""
+    if count >= len(records):
+        return records
+    return [records[i * len(records) // count] for i in range(count)]
+
+
+def parse_trainer_flags(config):
+    from deepspeech_training.util.flags import FLAGS
+    FLAGS.unparse_flags()
+    FLAGS(['benchmark_pipeline', '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'),
+           '--noshow_progressbar'] + ['--{}={}'.format(KEYS.get(k, k), v) for k, v in config.items()])
+    return FLAGS
+
+
+def fetch_all(session, input_set, batch):
+    """Every batch of one epoch of `input_set` (no training), and the seconds it took."""
+    import tensorflow as tf
+    session.run(input_set.initializer, {input_set.epoch: 0})
+    started, values = time.perf_counter(), []
+    while True:
+        try:
+            values.append(session.run(batch))
+        except tf.errors.OutOfRangeError:
+            return values, time.perf_counter() - started
+
+
+def timed_epoch(session, input_set, forward, fetches, feed):
+    """One training epoch through graph.run_set; the duration of each step, the first included."""
+    from deepspeech_training.graph import run_set
+    times = [time.perf_counter()]
+    run_set(session, input_set, forward, 0, extra_fetches=fetches, feed=feed,
+            on_batch=lambda _: times.append(time.perf_counter()))
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def measure(config, records, pairs):
+    """Pipeline alone, then warm-up, then `pairs` ABBA pairs of real and cached epochs."""
+    import tensorflow.compat.v1 as tfv1
+    from deepspeech_training import distributed
+    from deepspeech_training.graph import InputSet, build_forward, build_input
+    from deepspeech_training.train import create_session
+    from deepspeech_training.util.batching import train_batches
+    from deepspeech_training.util.config import config_from_flags
+    from deepspeech_training.util.flags import effective_dropout_rates
+
+    flags = parse_trainer_flags(config)
+    model_config = config_from_flags()
+    tfv1.reset_default_graph()
+    tfv1.set_random_seed(flags.random_seed)
+
+    def plan(epoch):
+        return train_batches(len(records), flags.train_batch_size, 1, 0, epoch, flags.random_seed, False)
+
+    cache = CachedBatches()
+    real = InputSet('real', records, plan, flags.train_batch_size, make_dataset=cache.real)
+    cached = InputSet('cached', records, plan, flags.train_batch_size, make_dataset=cache.cached)
+    batch = build_input([real, cached], model_config, flags.audio_sample_rate, flags.normalize_sample_rate)
+    forward = build_forward(batch, model_config, flags.relu_clip)
+    global_step = tfv1.train.get_or_create_global_step()
+    train_op = tfv1.train.AdamOptimizer(flags.learning_rate, beta1=flags.beta1, beta2=flags.beta2,
+                                        epsilon=flags.epsilon).minimize(forward.mean_loss, global_step=global_step)
+    fetches = dict(train=train_op, step=global_step, mean_loss=forward.mean_loss)
+    feed = dict(zip(forward.dropout_rates, effective_dropout_rates()))
+    with create_session(distributed.Single()) as session:
+        session.run(tfv1.global_variables_initializer())
+        cache.batches, _ = fetch_all(session, real, batch)           # cold: fills the page cache too
+        _, pipeline_s = fetch_all(session, real, batch)
+        _, cached_alone_s = fetch_all(session, cached, batch)
+        timed_epoch(session, cached, forward, fetches, feed)         # warm-up, not counted
+        epochs = {'real': [], 'cached': []}
+        for pair in range(pairs):
+            order = (real, cached) if pair % 2 == 0 else (cached, real)
+            for input_set in order:
+                epochs[input_set.name].append(timed_epoch(session, input_set, forward, fetches, feed))
+    return summarise(config, len(cache.batches), pipeline_s, cached_alone_s, epochs)
+
+
+def summarise(config, n_batches, pipeline_s, cached_alone_s, epochs):
+    def steady(epoch):
+        return epoch[1:] or epoch
+
+    result = dict(label=label(config), config=config, steps_per_epoch=n_batches,
+                  pipeline_s_per_batch=pipeline_s / n_batches, cached_alone_s_per_batch=cached_alone_s / n_batches,
+                  epochs=epochs)
+    for name, runs in epochs.items():
+        result[name + '_s_per_step'] = statistics.median(s for epoch in runs for s in steady(epoch))
+        result[name + '_first_step_s'] = statistics.median(epoch[0] for epoch in runs)
+        result[name + '_epoch_s'] = statistics.median(sum(epoch) for epoch in runs)
+    pair_ratios = [statistics.median(steady(r)) / statistics.median(steady(c))
+                   for r, c in zip(epochs['real'], epochs['cached'])]
+    result.update(ratio=result['real_s_per_step'] / result['cached_s_per_step'], pair_ratios=pair_ratios,
+                  epoch_ratio=result['real_epoch_s'] / result['cached_epoch_s'])
+    return result
+
+
+COLUMNS = [('configuration', 'label', '{}'), ('steps', 'steps_per_epoch', '{:d}'),
+           ('pipeline alone s/batch', 'pipeline_s_per_batch', '{:.4f}'),
+           ('cached alone s/batch', 'cached_alone_s_per_batch', '{:.4f}'),
+           ('real s/step', 'real_s_per_step', '{:.4f}'), ('cached s/step', 'cached_s_per_step', '{:.4f}'),
+           ('ratio', 'ratio', '{:.3f}'), ('pair ratios', 'pair_ratios', '{:.3f}'),
+           ('real 1st step s', 'real_first_step_s', '{:.3f}'), ('cached 1st step s', 'cached_first_step_s', '{:.3f}'),
+           ('epoch ratio', 'epoch_ratio', '{:.3f}')]
+
+
+def table(results):
+    rows = [[name for name, _, _ in COLUMNS]] + [[fmt(r[key], spec) for _, key, spec in COLUMNS] for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = ['  '.join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    lines.insert(1, '-' * len(lines[0]))
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    import tempfile
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--configs', default=DEFAULT_CONFIGS, help='";"-separated configurations (see above)')
+    parser.add_argument('--utterances', type=int, default=300, help='corpus size (about 80%% go to train.csv)')
+    parser.add_argument('--corpus_dir', default=os.path.join(tempfile.gettempdir(), 'deepspeech_benchmark_corpus'))
+    parser.add_argument('--samples', type=int, default=96, help='train utterances per epoch, spread over all lengths')
+    parser.add_argument('--pairs', type=int, default=5, help='pairs of (real, cached) epochs per configuration')
+    parser.add_argument('--out_dir', default='benchmark_results', help='pipeline.txt and pipeline.json')
+    args = parser.parse_args(argv)
+    try:
+        configs = parse_configs(args.configs)
+    except ValueError as error:
+        parser.error(str(error))
+    if min(args.samples, args.pairs) < 1:
+        parser.error('--samples and --pairs must be at least 1')
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    import tensorflow as tf
+    import tensorflow.compat.v1 as tfv1
+    from deepspeech_training.util import logging
+    from deepspeech_training.util.flags import create_flags
+    from deepspeech_training.util.samples import read_sources
+    from deepspeech_training.util.text import load_alphabet
+    tfv1.disable_eager_execution()
+    tf.get_logger().setLevel('ERROR')
+    create_flags()
+    logging.configure(0, 1, show_progressbar=False)
+    started = time.time()
+    train_csv = make_corpus(args.corpus_dir, args.utterances)
+    records = spread_records(read_sources([train_csv], load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))),
+                             args.samples)
+    print('{} of the corpus\'s train utterances, {} cores'.format(len(records), os.cpu_count()), flush=True)
+    results = []
+    for config in configs:
+        del config['np']    # one process
+        results.append(measure(config, records, args.pairs))
+        print('{}: real {:.4f} s/step, cached {:.4f} s/step, ratio {:.3f}'.format(
+            results[-1]['label'], results[-1]['real_s_per_step'], results[-1]['cached_s_per_step'],
+            results[-1]['ratio']), flush=True)
+    text = table(results)
+    os.makedirs(args.out_dir, exist_ok=True)
+    with open(os.path.join(args.out_dir, 'pipeline.txt'), 'w') as out:
+        out.write(text + '\n')
+    with open(os.path.join(args.out_dir, 'pipeline.json'), 'w') as out:
+        json.dump(dict(cpus=os.cpu_count(), load_average=os.getloadavg(), samples=len(records), pairs=args.pairs,
+                       results=results, total_s=time.time() - started), out, indent=2)
+    print()
+    print(text)
+    print('\nratio = real / cached median s/step (1.05: the pipeline costs 5 %); {:.0f} s in all'.format(
+        time.time() - started))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
