@@ -67,13 +67,15 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
                    audio_reader=read_audio):
     """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths).
 
-    `plan_fn(epoch)` gives this rank's batches for an epoch; `epoch` is fed through the placeholder
-    returned alongside the dataset when its iterator is initialised."""
+    `plan_fn(epoch)` gives this rank's batches for an epoch; `epoch` and `first_batch` (where an epoch
+    resumes after an elastic reset) are fed through the placeholders returned alongside the dataset
+    when its iterator is initialised."""
     epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='epoch')
+    first_batch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='first_batch')
     silence = np.zeros(config.audio_window_samples, np.float32)
 
-    def generate(epoch_value):
-        for batch in plan_fn(int(epoch_value)):
+    def generate(epoch_value, first_batch_value):
+        for batch in plan_fn(int(epoch_value))[int(first_batch_value):]:
             for index in batch:
                 if index == PADDING:
                     yield -1, 0.0, silence, np.zeros(1, np.int32)
@@ -84,7 +86,8 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
 
     signature = (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
                  tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32))
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature, args=(epoch,))
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature,
+                                             args=(epoch, first_batch))
 
     def to_features(index, weight, audio, labels):
         features = audio_to_features(audio, sample_rate, config)
@@ -98,4 +101,4 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
                .padded_batch(batch_size, padded_shapes=([], [], [None, config.n_input], [], [None], []))
                .map(to_windows, num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
-    return dataset, epoch
+    return dataset, epoch, first_batch
