@@ -43,16 +43,17 @@ class CachedBatches:
 
     def real(self, *args, **kwargs):
         from deepspeech_training.util.feeding import create_dataset
-        dataset, epoch = create_dataset(*args, **kwargs)
+        dataset, epoch, first_batch = create_dataset(*args, **kwargs)
         self.element_spec = dataset.element_spec
-        return dataset, epoch
+        return dataset, epoch, first_batch
 
     def cached(self, *_, **__):
         import tensorflow as tf
         import tensorflow.compat.v1 as tfv1
         epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='cached_epoch')
+        first_batch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='cached_first_batch')
         dataset = tf.data.Dataset.from_generator(lambda: iter(self.batches), output_signature=self.element_spec)
-        return dataset.prefetch(tf.data.AUTOTUNE), epoch
+        return dataset.prefetch(tf.data.AUTOTUNE), epoch, first_batch
 
 
 def spread_records(records, count):

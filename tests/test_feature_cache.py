@@ -29,7 +29,7 @@ def epoch_features(records, cache, epochs):
     """Features of every batch of each epoch, and the audio files read in each, through create_dataset."""
     reader = CountingReader()
     with tfv1.Graph().as_default():
-        dataset, epoch = create_dataset(records, lambda e: train_batches(len(records), 2), 2, CONFIG, 16000, True,
+        dataset, epoch, _ = create_dataset(records, lambda e: train_batches(len(records), 2), 2, CONFIG, 16000, True,
                                         audio_reader=reader, feature_cache=cache)
         iterator = tfv1.data.make_initializable_iterator(dataset)
         batch = iterator.get_next()

@@ -11,6 +11,7 @@ from conftest import SMOKE_CSV, run_deepspeech
     (['--train_files', SMOKE_CSV, '--early_stop'], 'give --dev_files too'),
     (['--load_train', 'newest'], 'value should be one of'),
     ([], 'nothing to do'),
+    (['--train_files', SMOKE_CSV, '--horovod_elastic'], '--horovod_elastic needs --horovod'),
 ])
 def test_bad_flags_are_rejected_with_a_clear_message(tmp_path, args, message):
     result = run_deepspeech('--checkpoint_dir', tmp_path / 'ckpt', *args, check=False)

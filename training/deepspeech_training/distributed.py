@@ -1,13 +1,17 @@
 """The one seam between training and Horovod; the only module that imports horovod.
 
-`init(use_horovod)` returns a `Single` (one process) or a `Horovod` object with the same methods, so
-train() reads the same for both: the single-process path is the distributed path with size 1.
+`init(use_horovod, elastic)` returns a `Single` (one process), a `Horovod` or an `Elastic` object with
+the same methods, so train() reads the same for all: the single-process path is the distributed path
+with size 1, and the fixed Horovod path is the elastic one without resets.
 Values that decide something (dev loss, early stop, best model) go through `sum`, so every rank takes
 the same decision at the same step; `check_same` guards that they did.
 """
+import copy
 import os
+import pickle
 
 import numpy as np
+import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 INSTALL_HINT = ('--horovod needs Horovod built against this TensorFlow: run bin/setup.sh (it builds '
@@ -43,11 +47,77 @@ class Single:
     def sum(self, session, values):
         return np.asarray(values, np.float64)
 
+    def broadcast_object(self, session, obj):
+        """Rank 0's picklable `obj` on every rank, through ops built once (Horovod's own
+        broadcast_object_fn calls tf.placeholder, which TF 2 no longer has)."""
+        if self._object_ops is None:
+            with session.graph.as_default():
+                size, data = tfv1.placeholder(tf.int32, [1]), tfv1.placeholder(tf.uint8, [None])
+                self._object_ops = (size, self.hvd.broadcast(size, 0, name='seam_object_size'),
+                                    data, self.hvd.broadcast(data, 0, name='seam_object_data'))
+        size, broadcast_size, data, broadcast_data = self._object_ops
+        payload = np.frombuffer(pickle.dumps(obj), np.uint8) if self.rank == 0 else None
+        length = session.run(broadcast_size, {size: [len(payload) if payload is not None else 0]})
+        if payload is None:
+            payload = np.zeros(length, np.uint8)
+        return pickle.loads(session.run(broadcast_data, {data: payload}).tobytes())
+
     def gather(self, session, obj):
         return [obj]
 
     def check_same(self, session, what, values):
         """Raise if the ranks disagree on `values` (a guard: a disagreement means a hang next)."""
+
+    def size_tensor(self):
+        """The number of ranks when the graph runs (it changes on an elastic reset), as float32."""
+        return tf.constant(float(self.size))
+
+    def before_sync(self):
+        """The seam for work done before the ranks sync their training state (main()'s input checks):
+        collectives then would deadlock with an elastic job's ranks resyncing for a newly joined one."""
+        return self
+
+    def training_state(self, session, broadcast, **values):
+        """What train() carries over a reset: `values` as attributes, the variables in `session`."""
+        return TrainingState(values)
+
+    def run(self, state, train_fn):
+        """train_fn(state) once the ranks agree on `state` (again after each elastic reset)."""
+        return train_fn(state)
+
+
+class TrainingState:
+    """train()'s Python progress (epoch, batch, dev tracker...) as attributes; the single-process and
+    fixed-size cases never reset, so committing and checking for host changes cost nothing."""
+
+    def __init__(self, values):
+        self._names = list(values)
+        self.__dict__.update(values)
+
+    def values(self):
+        return {name: getattr(self, name) for name in self._names}
+
+    def set_values(self, values):
+        self.__dict__.update(values)
+
+    def commit(self):
+        """Keep the current state in memory: a failed rank resets the others to it."""
+
+    def check_host_updates(self):
+        """Raise Horovod's HostsUpdatedInterrupt on every rank at the same step when hosts changed."""
+
+
+class BroadcastState(TrainingState):
+    """Synced from rank 0: the global variables (weights, Adam slots, global_step, learning_rate) and
+    the Python values, so only rank 0 needs the checkpoint and its best dev loss."""
+
+    def __init__(self, values, session, broadcast, broadcast_object):
+        super().__init__(values)
+        self.session, self.broadcast, self.broadcast_object = session, broadcast, broadcast_object
+
+    def sync(self):
+        self.session.run(self.broadcast)
+        self.set_values(self.broadcast_object(self.session, self.values()))
 
 
 class RankDivergenceError(RuntimeError):
@@ -60,9 +130,15 @@ class Horovod(Single):
     def __init__(self, hvd):
         self.hvd = hvd
         hvd.init()
+        self.refresh()
+        self._sum_ops = {}
+        self._object_ops = None
+
+    def refresh(self):
+        """Read this process's rank and the sizes from Horovod (they change on an elastic reset)."""
+        hvd = self.hvd
         self.rank, self.size = hvd.rank(), hvd.size()
         self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
-        self._sum_ops = {}
 
     def threads_per_process(self):
         # N ranks on one host each using every core oversubscribe it: share the cores out.
@@ -95,6 +171,21 @@ class Horovod(Single):
         placeholder, reduced = self._sum_ops[values.size]
         return session.run(reduced, {placeholder: values})
 
+    def broadcast_object(self, session, obj):
+        """Rank 0's picklable `obj` on every rank, through ops built once (Horovod's own
+        broadcast_object_fn calls tf.placeholder, which TF 2 no longer has)."""
+        if self._object_ops is None:
+            with session.graph.as_default():
+                size, data = tfv1.placeholder(tf.int32, [1]), tfv1.placeholder(tf.uint8, [None])
+                self._object_ops = (size, self.hvd.broadcast(size, 0, name='seam_object_size'),
+                                    data, self.hvd.broadcast(data, 0, name='seam_object_data'))
+        size, broadcast_size, data, broadcast_data = self._object_ops
+        payload = np.frombuffer(pickle.dumps(obj), np.uint8) if self.rank == 0 else None
+        length = session.run(broadcast_size, {size: [len(payload) if payload is not None else 0]})
+        if payload is None:
+            payload = np.zeros(length, np.uint8)
+        return pickle.loads(session.run(broadcast_data, {data: payload}).tobytes())
+
     def gather(self, session, obj):
         from horovod.tensorflow.functions import allgather_object
         return allgather_object(obj, session=session, name='seam_gather')
@@ -108,11 +199,90 @@ class Horovod(Single):
                                       .format(what, values.tolist(), mean.tolist()))
 
 
-def init(use_horovod):
+    def size_tensor(self):
+        return tf.cast(self.hvd.size_op(), tf.float32)
+
+    def training_state(self, session, broadcast, **values):
+        return BroadcastState(values, session, broadcast, self.broadcast_object)
+
+    def run(self, state, train_fn):
+        state.sync()
+        return train_fn(state)
+
+
+class Elastic(Horovod):
+    """Horovod under `horovodrun --min-np/--max-np --host-discovery-script`: ranks come and go.
+
+    On a change every rank stops at the same step, Horovod re-forms the ring, and `run` calls
+    train_fn again with the state synced from rank 0 (the new ranks' first sync too)."""
+
+    def __init__(self, hvd):
+        super().__init__(hvd)
+        from horovod.common.elastic import State
+        self._state_class = _elastic_state_class(State)
+
+    def before_sync(self):
+        return Single()
+
+    def training_state(self, session, broadcast, **values):
+        state = self._state_class(values, session, broadcast, self.broadcast_object, self.hvd.rank)
+        state.register_reset_callbacks([self.refresh])
+        return state
+
+    def run(self, state, train_fn):
+        def surfacing(state):
+            try:
+                return train_fn(state)
+            except tf.errors.UnknownError as error:
+                if 'Horovod' in error.message:
+                    raise       # elastic.run turns a failed collective into a reset
+                # elastic.run would return None for it: the job would end "successfully" half-way
+                raise RuntimeError(error.message) from error
+        return self.hvd.elastic.run(surfacing)(state)
+
+
+def _elastic_state_class(State):
+    """ElasticState: a BroadcastState that is also Horovod's elastic `State` (a class that exists only
+    once Horovod is imported). hvd.elastic.TensorFlowState cannot be used: on TF 2 graph mode it calls
+    tf.placeholder and its restore never runs its assign ops."""
+
+    class ElasticState(BroadcastState, State):
+        def __init__(self, values, session, broadcast, broadcast_object, get_rank):
+            BroadcastState.__init__(self, values, session, broadcast, broadcast_object)
+            State.__init__(self, bcast_object=lambda obj: broadcast_object(session, obj), get_rank=get_rank)
+            variables = tfv1.global_variables()
+            with session.graph.as_default():
+                self._fed = [tfv1.placeholder(v.dtype.base_dtype, v.shape) for v in variables]
+                self._load = tf.group([v.assign(fed) for v, fed in zip(variables, self._fed)])
+            self._variables = variables
+            self._saved = None
+
+        def save(self):
+            self._saved = (self.session.run(self._variables), copy.deepcopy(self.values()))
+
+        def restore(self):
+            """Back to the last commit (a rank failed mid-step: this rank's step may be half done)."""
+            variables, values = self._saved
+            self.session.run(self._load, dict(zip(self._fed, variables)))
+            self.set_values(copy.deepcopy(values))
+
+        def sync(self):
+            BroadcastState.sync(self)
+            self.save()
+
+        # Horovod's, not TrainingState's no-ops
+        commit = State.commit
+        check_host_updates = State.check_host_updates
+
+    return ElasticState
+
+
+def init(use_horovod, elastic=False):
     if not use_horovod:
         return Single()
     try:
         import horovod.tensorflow as hvd
+        import horovod.tensorflow.elastic  # noqa: F401 (hvd.elastic)
     except ImportError as error:
         raise SystemExit('{} ({})'.format(INSTALL_HINT, error))
-    return Horovod(hvd)
+    return Elastic(hvd) if elastic else Horovod(hvd)

@@ -25,6 +25,7 @@ class InputSet:
     initializer: object = None
     epoch: object = None
     make_dataset: Callable = create_dataset   # create_dataset's signature (a benchmark feeds cached batches)
+    first_batch: object = None
 
     def n_batches(self, epoch=0):
         return len(self.plan(epoch))
@@ -46,10 +47,9 @@ def build_input(sets, config, sample_rate, normalize_sample_rate):
     """Datasets for all `sets` behind one iterator; fills in each set's initializer and epoch feed."""
     datasets = []
     for input_set in sets:
-        dataset, input_set.epoch = input_set.make_dataset(input_set.records, input_set.plan, input_set.batch_size,
-                                                          config, sample_rate, normalize_sample_rate,
-                                                          augmenter=input_set.augmenter,
-                                                          feature_cache=input_set.feature_cache)
+        dataset, input_set.epoch, input_set.first_batch = input_set.make_dataset(
+            input_set.records, input_set.plan, input_set.batch_size, config, sample_rate, normalize_sample_rate,
+            augmenter=input_set.augmenter, feature_cache=input_set.feature_cache)
         datasets.append(dataset)
     iterator = tfv1.data.Iterator.from_structure(tfv1.data.get_output_types(datasets[0]),
                                                  tfv1.data.get_output_shapes(datasets[0]))
@@ -69,16 +69,16 @@ def build_forward(batch, config, relu_clip):
     return Forward(indices, weights, losses, mean_loss, logits, probabilities, seq_length, dropout_rates)
 
 
-def run_set(session, input_set, forward, epoch=0, extra_fetches=None, feed=None, on_batch=None):
-    """Run every batch of `input_set`; returns (sum of sample losses, sample count).
+def run_set(session, input_set, forward, epoch=0, extra_fetches=None, feed=None, on_batch=None, first_batch=0):
+    """Run the batches of `input_set` from `first_batch` on; returns (sum of sample losses, sample count).
 
     `on_batch(values)` sees each step's fetched values (a dict with 'indices', 'weights', 'losses' and
     the `extra_fetches`)."""
-    session.run(input_set.initializer, {input_set.epoch: epoch})
+    session.run(input_set.initializer, {input_set.epoch: epoch, input_set.first_batch: first_batch})
     fetches = dict(indices=forward.indices, weights=forward.weights, losses=forward.losses,
                    **(extra_fetches or {}))
     progress = Progress(input_set.name, input_set.n_batches(epoch))
-    loss_sum, count, step = 0.0, 0.0, 0
+    loss_sum, count, step = 0.0, 0.0, first_batch
     while True:
         try:
             values = session.run(fetches, feed)

@@ -3,6 +3,7 @@
 Everything that differs between the two paths goes through the `dist` seam (distributed.py);
 side effects (checkpoints, summaries, flags.txt, reports) happen on the chief only.
 """
+import math
 import os
 import signal
 import sys
@@ -68,9 +69,10 @@ def create_session(dist):
 def effective_learning_rate(learning_rate, global_step, size, steps_per_epoch):
     """learning_rate x ranks, ramped up linearly from learning_rate during the warm-up (Goyal et al.).
 
-    The warm-up counts optimizer updates: with gradient accumulation global_step counts batches."""
+    `size` is a tensor, the number of ranks when the step runs (an elastic reset changes it). The
+    warm-up counts optimizer updates: with gradient accumulation global_step counts batches."""
     warmup = FLAGS.warmup_steps or FLAGS.warmup_epochs * steps_per_epoch / FLAGS.horovod_backward_passes_per_step
-    if not warmup or size == 1:
+    if not warmup:
         return learning_rate * size
     updates = tf.cast(global_step // FLAGS.horovod_backward_passes_per_step, tf.float32)
     progress = tf.minimum(updates / float(warmup), 1.0)
@@ -152,7 +154,7 @@ def train(dist, config, train_records, dev_sets):
     learning_rate = tfv1.get_variable('learning_rate', initializer=FLAGS.learning_rate, trainable=False)
     new_rate = tfv1.placeholder(tf.float32, [])
     set_learning_rate = learning_rate.assign(new_rate)
-    rate = effective_learning_rate(learning_rate, global_step, dist.size, training.n_batches())
+    rate = effective_learning_rate(learning_rate, global_step, dist.size_tensor(), training.n_batches())
     optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(rate, beta1=FLAGS.beta1, beta2=FLAGS.beta2,
                                                              epsilon=FLAGS.epsilon),
                                     FLAGS.horovod_fp16_compression, FLAGS.horovod_backward_passes_per_step)
@@ -169,75 +171,102 @@ def train(dist, config, train_records, dev_sets):
         checkpointer.load_for_training(session, FLAGS.load_train, FLAGS.drop_source_layers)
         if FLAGS.force_initialize_learning_rate:
             session.run(set_learning_rate, {new_rate: FLAGS.learning_rate})
-        session.run(broadcast)
         write_flags(config, dist)
-        start_step = session.run(global_step)
-        first_epoch = start_step // training.n_batches()
-        if training.augmenter:
-            training.augmenter.first_epoch = first_epoch    # the clock of A:B ranges runs over this run
-        base_rate = session.run(learning_rate)
-        log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}'
-                 .format(start_step, first_epoch, base_rate, dist.size, base_rate * dist.size,
-                         ' after a warm-up' if FLAGS.warmup_steps or FLAGS.warmup_epochs else ''))
-        tracker = DevTracker(dist.sum(session, [checkpointer.best_dev_loss() if dist.is_chief else 0.0])[0],
-                             FLAGS.es_min_delta, FLAGS.es_epochs if FLAGS.early_stop else None,
-                             FLAGS.plateau_epochs if FLAGS.reduce_lr_on_plateau else None)
+        # What an elastic reset keeps besides the variables, synced from rank 0 with them. epoch None:
+        # not started yet (taken from the synced global_step). batch: batches done of `batches`, the
+        # epoch's length when it was planned (a reset plans the rest anew for the new number of ranks).
+        state = dist.training_state(
+            session, broadcast, epoch=None, end_epoch=None, batch=0, batches=0, steps_run=0,
+            tracker=DevTracker(checkpointer.best_dev_loss() if dist.is_chief else math.inf, FLAGS.es_min_delta,
+                               FLAGS.es_epochs if FLAGS.early_stop else None,
+                               FLAGS.plateau_epochs if FLAGS.reduce_lr_on_plateau else None))
         last_save = time.time()
 
-        steps_run = 0
+        def save_train():
+            nonlocal last_save
+            path = checkpointer.save_train(session, global_step)
+            last_save = time.time()
+            state.commit()      # a rank failing from here on takes the others back to this step
+            return path
 
         def after_step(values):
-            nonlocal last_save, steps_run
             summaries.scalars('train', values['step'], step_loss=values['mean_loss'], learning_rate=values['rate'])
-            steps_run += 1      # counted here, not read from global_step: the same on every rank
-            if steps_run % STOP_CHECK_STEPS == 0:
+            state.batch += 1
+            state.steps_run += 1    # counted here, not read from global_step: the same on every rank
+            if state.steps_run % STOP_CHECK_STEPS == 0:
                 exit_code = stop_requests.agreed(session, dist)
                 if exit_code:
                     raise Interrupted(exit_code)
             if time.time() - last_save > FLAGS.checkpoint_secs:
-                checkpointer.save_train(session, global_step)
-                last_save = time.time()
+                save_train()
+            state.check_host_updates()
+
+        def train_epoch(epoch, first_batch):
+            started = time.time()
+            loss_sum, count = run_set(session, training, forward, epoch, feed=train_feed, on_batch=after_step,
+                                      first_batch=first_batch,
+                                      extra_fetches=dict(train=train_op, step=global_step, rate=rate,
+                                                         mean_loss=forward.mean_loss))
+            seconds_per_step = (time.time() - started) / (state.batches - first_batch)
+            loss_sum, count = dist.sum(session, [loss_sum, count])
+            log_info('Finished training epoch {} - loss: {:.6f}, effective learning rate: {:g}, '
+                     '{:.3f} s/step'.format(epoch, loss_sum / count, session.run(rate), seconds_per_step))
+            summaries.scalars('train', session.run(global_step), loss=loss_sum / count)
+            if training.feature_cache:
+                training.feature_cache.save()
+            save_train()
+
+        def after_validation(epoch):
+            """Validate; True when training should stop early."""
+            dev_loss = validate(session, validations, forward, dist, epoch)
+            summaries.scalars('dev', session.run(global_step), loss=dev_loss)
+            decision = state.tracker.update(dev_loss)
+            if decision.save_best:
+                path = checkpointer.save_best(session, global_step, dev_loss)
+                log_info('Saved new best validating model with loss {:.6f} to: {}'.format(dev_loss, path))
+            if decision.stop:
+                log_info('Early stop triggered as the loss did not improve the last {} epochs'
+                         .format(state.tracker.epochs_without_improvement))
+                return True
+            if decision.plateau:
+                reduced = session.run(learning_rate) * FLAGS.plateau_reduction
+                checkpointer.reload_best(session)
+                session.run(broadcast)
+                session.run(set_learning_rate, {new_rate: reduced})
+                log_info('Encountered a plateau, reloaded best_dev and reduced the learning rate to {:g} '
+                         '(effective {:g})'.format(reduced, reduced * dist.size))
+                dist.check_same(session, 'the learning rate after a plateau', [session.run(learning_rate)])
+            return False
+
+        def train_epochs(state):
+            """The epochs from `state` on; run again after each elastic reset, with the new ranks."""
+            logging.configure(dist.rank, dist.size, FLAGS.show_progressbar)
+            checkpointer.is_chief = dist.is_chief   # after a reset rank 0 may be another process
+            if state.epoch is None:
+                state.epoch = session.run(global_step) // training.n_batches()
+                state.end_epoch = state.epoch + FLAGS.epochs
+                if training.augmenter:
+                    training.augmenter.first_epoch = state.epoch    # the clock of A:B ranges runs over this run
+            base_rate = session.run(learning_rate)
+            log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}'
+                     .format(session.run(global_step), state.epoch, base_rate, dist.size, base_rate * dist.size,
+                             ' after a warm-up' if FLAGS.warmup_steps or FLAGS.warmup_epochs else ''))
+            while state.epoch < state.end_epoch:
+                n_batches = training.n_batches(state.epoch)
+                first_batch = state.batch * n_batches // state.batches if state.batches else 0
+                state.batch, state.batches = first_batch, n_batches
+                # Guard: ranks that disagree here would hang in the next allreduce; fail instead.
+                dist.check_same(session, 'epoch, batches, first batch, global step, learning rate',
+                                [state.epoch, n_batches, first_batch] + session.run([global_step, learning_rate]))
+                if first_batch < n_batches:     # else a reset came during this epoch's validation
+                    train_epoch(state.epoch, first_batch)
+                if validations and after_validation(state.epoch):
+                    break
+                state.epoch, state.batch, state.batches = state.epoch + 1, 0, 0
+                state.commit()
 
         try:
-            for epoch in range(first_epoch, first_epoch + FLAGS.epochs):
-                # Guard: ranks that disagree here would hang in the next allreduce; fail instead.
-                dist.check_same(session, 'epoch, batches, global step, learning rate',
-                                [epoch, training.n_batches(epoch)] + session.run([global_step, learning_rate]))
-                started = time.time()
-                loss_sum, count = run_set(session, training, forward, epoch, feed=train_feed,
-                                          on_batch=after_step,
-                                          extra_fetches=dict(train=train_op, step=global_step, rate=rate,
-                                                             mean_loss=forward.mean_loss))
-                seconds_per_step = (time.time() - started) / training.n_batches(epoch)
-                loss_sum, count = dist.sum(session, [loss_sum, count])
-                step = session.run(global_step)
-                log_info('Finished training epoch {} - loss: {:.6f}, effective learning rate: {:g}, '
-                         '{:.3f} s/step'.format(epoch, loss_sum / count, session.run(rate), seconds_per_step))
-                summaries.scalars('train', step, loss=loss_sum / count)
-                if training.feature_cache:
-                    training.feature_cache.save()
-                checkpointer.save_train(session, global_step)
-                last_save = time.time()
-                if not validations:
-                    continue
-                dev_loss = validate(session, validations, forward, dist, epoch)
-                summaries.scalars('dev', step, loss=dev_loss)
-                decision = tracker.update(dev_loss)
-                if decision.save_best:
-                    path = checkpointer.save_best(session, global_step, dev_loss)
-                    log_info('Saved new best validating model with loss {:.6f} to: {}'.format(dev_loss, path))
-                if decision.stop:
-                    log_info('Early stop triggered as the loss did not improve the last {} epochs'
-                             .format(tracker.epochs_without_improvement))
-                    break
-                if decision.plateau:
-                    reduced = session.run(learning_rate) * FLAGS.plateau_reduction
-                    checkpointer.reload_best(session)
-                    session.run(broadcast)
-                    session.run(set_learning_rate, {new_rate: reduced})
-                    log_info('Encountered a plateau, reloaded best_dev and reduced the learning rate to {:g} '
-                             '(effective {:g})'.format(reduced, reduced * dist.size))
-                    dist.check_same(session, 'the learning rate after a plateau', [session.run(learning_rate)])
+            dist.run(state, train_epochs)
         except Interrupted:
             path = checkpointer.save_train(session, global_step)
             if dist.is_chief:
@@ -309,7 +338,7 @@ def transcribe(config, wav_paths, decoder):
 
 
 def main(_):
-    dist = distributed.init(FLAGS.horovod)
+    dist = distributed.init(FLAGS.horovod, FLAGS.horovod_elastic)
     logging.configure(dist.rank, dist.size, FLAGS.show_progressbar)
     if not (FLAGS.train_files or FLAGS.test_files or FLAGS.export_dir or FLAGS.one_shot_infer):
         raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
@@ -327,9 +356,9 @@ def main(_):
             test_sets = {p: read_set([p], config, FLAGS.limit_test, FLAGS.reverse_test, 'test')
                          for p in split_files(FLAGS.test_files)}
         # Every sample's audio (header only), the same outcome on every rank, before any collective.
-        train_records, dev_sets, test_sets = validate_input(dist, config, train_records, dev_sets, test_sets,
-                                                            FLAGS.audio_sample_rate, FLAGS.normalize_sample_rate,
-                                                            FLAGS.skip_invalid_samples)
+        train_records, dev_sets, test_sets = validate_input(dist.before_sync(), config, train_records, dev_sets,
+                                                            test_sets, FLAGS.audio_sample_rate,
+                                                            FLAGS.normalize_sample_rate, FLAGS.skip_invalid_samples)
         # A bad scorer fails here, not after hours of training.
         decoder = Decoder(config.alphabet, load_scorer(FLAGS.scorer_path, FLAGS.lm_alpha, FLAGS.lm_beta,
                                                        FLAGS.alphabet_config_path, FLAGS.bytes_output_mode)

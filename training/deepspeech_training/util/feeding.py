@@ -76,20 +76,22 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
                    audio_reader=read_audio, augmenter=None, feature_cache=None):
     """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths).
 
-    `plan_fn(epoch)` gives this rank's batches for an epoch; `epoch` is fed through the placeholder
-    returned alongside the dataset when its iterator is initialised. An `augmenter` (training only)
-    changes each sample, seeded by (random seed, epoch, sample index). With a `feature_cache` a sample
-    whose features are cached is not read again; the others are computed and stored."""
+    `plan_fn(epoch)` gives this rank's batches for an epoch; `epoch` and `first_batch` (where an epoch
+    resumes after an elastic reset) are fed through the placeholders returned alongside the dataset
+    when its iterator is initialised. An `augmenter` (training only) changes each sample, seeded by
+    (random seed, epoch, sample index). With a `feature_cache` a sample whose features are cached is
+    not read again; the others are computed and stored."""
     epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='epoch')
+    first_batch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='first_batch')
     silence = np.zeros(config.audio_window_samples, np.float32)
     no_audio, no_features = np.zeros(0, np.float32), np.zeros((0, config.n_input), np.float32)
 
-    def generate(epoch_value):
+    def generate(epoch_value, first_batch_value):
         epoch_value = int(epoch_value)
         if feature_cache:
             feature_cache.start_epoch(epoch_value)
         plan = plan_fn(epoch_value)
-        for number, batch in enumerate(plan):
+        for number, batch in enumerate(plan[int(first_batch_value):], int(first_batch_value)):
             for index in batch:
                 if index == PADDING:
                     yield -1, 0.0, silence, np.zeros(1, np.int32), 0, 0.0, no_features, False
@@ -111,7 +113,7 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
     signature = (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32), tf.TensorSpec([None], tf.float32),
                  tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
                  tf.TensorSpec([None, config.n_input], tf.float32), tf.TensorSpec([], tf.bool))
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature, args=(epoch,))
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature, args=(epoch, first_batch))
 
     def compute_features(audio, labels, seed, clock):
         augment = no_augmentation
@@ -147,4 +149,4 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
                .padded_batch(batch_size, padded_shapes=([], [], [None, config.n_input], [], [None], []))
                .map(to_windows, num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
-    return dataset, epoch
+    return dataset, epoch, first_batch

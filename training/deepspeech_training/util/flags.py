@@ -162,6 +162,8 @@ def create_flags():
                      'the traffic; for slow networks)')
     f.DEFINE_integer('horovod_backward_passes_per_step', 1, 'gradient accumulation: average this many batches '
                      'per rank before each allreduce and update (global_step still counts batches)', lower_bound=1)
+    f.DEFINE_boolean('horovod_elastic', False, 'elastic training: keep training when ranks are removed or added '
+                     '(launch with horovodrun --min-np/--max-np --host-discovery-script; see doc/HOROVOD.rst)')
     f.DEFINE_float('warmup_epochs', 0.0, 'ramp the learning rate linearly from --learning_rate to '
                    '--learning_rate x ranks over this many epochs (Goyal et al. 2017)', lower_bound=0.0)
     f.DEFINE_integer('warmup_steps', 0, 'the same warm-up counted in optimizer updates', lower_bound=0)
@@ -220,6 +222,12 @@ def _register_validators():
         lambda v: v['horovod'] or not (v['horovod_fp16_compression'] or v['horovod_backward_passes_per_step'] > 1),
         message='--horovod_fp16_compression and --horovod_backward_passes_per_step need --horovod (on one '
                 'machine: horovodrun -np 1 python DeepSpeech.py --horovod ...)')
+    flags.register_multi_flags_validator(
+        ['horovod', 'horovod_elastic', 'horovod_backward_passes_per_step'],
+        lambda v: not v['horovod_elastic'] or (v['horovod'] and v['horovod_backward_passes_per_step'] == 1),
+        message='--horovod_elastic needs --horovod (horovodrun -np 2 --min-np 1 --host-discovery-script ... python '
+                'DeepSpeech.py --horovod --horovod_elastic ...), and no --horovod_backward_passes_per_step (its '
+                'partial sums are not kept over a reset)')
     flags.register_multi_flags_validator(
         ['warmup_epochs', 'warmup_steps'], lambda v: not (v['warmup_epochs'] and v['warmup_steps']),
         message='give --warmup_epochs or --warmup_steps, not both')
