@@ -27,10 +27,8 @@ install_tools() {
 # A python:3.9-like base: Debian bookworm has no Python 3.9, so the interpreter bin/setup.sh finds
 # here is copied in at the same path and linked as /usr/local/bin/python3.9.
 make_base_rootfs() {
-    local rootfs="$CACHE/rootfs-bookworm" python39 prefix
-    python39="$(python3.9 -c 'import sys; print(sys.executable)' 2>/dev/null || true)"
-    [ -n "${DS_PYTHON:-}" ] && python39="$DS_PYTHON"
-    prefix="$("$python39" -c 'import sys; print(sys.base_prefix)')"
+    local rootfs="$CACHE/rootfs-bookworm" prefix
+    prefix="$("$("$ROOT/bin/setup.sh" | tail -n 1)" -c 'import sys; print(sys.base_prefix)')"
     if [ ! -f "$rootfs.complete" ]; then
         rm -rf "$rootfs"; mkdir -p "$rootfs"
         debootstrap --variant=minbase bookworm "$rootfs" http://deb.debian.org/debian >&2
