@@ -53,4 +53,6 @@ timed make_base_rootfs
 timed "${BUILDAH[@]}" bud --isolation chroot --layers \
     --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg HOROVOD_GPU_OPERATIONS= \
     -f "$ROOT/Dockerfile.train" -t "$IMAGE" "$ROOT" >&2
+# vfs keeps a full copy of the tree per layer: drop the images that the new tag left dangling.
+"${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || true
 echo "$IMAGE"
