@@ -27,7 +27,7 @@ install_tools() {
 # A python:3.9-like base: Debian bookworm has no Python 3.9, so the interpreter bin/setup.sh finds
 # here is copied in at the same path and linked as /usr/local/bin/python3.9.
 make_base_rootfs() {
-    local rootfs="$CACHE/rootfs-bookworm" prefix
+    local rootfs="$CACHE/rootfs-bookworm-v2" prefix
     prefix="$("$("$ROOT/bin/setup.sh" | tail -n 1)" -c 'import sys; print(sys.base_prefix)')"
     if [ ! -f "$rootfs.complete" ]; then
         rm -rf "$rootfs"; mkdir -p "$rootfs"
@@ -35,6 +35,8 @@ make_base_rootfs() {
         mkdir -p "$rootfs$prefix"
         cp -a "$prefix/." "$rootfs$prefix/"
         ln -sf "$prefix/bin/python3.9" "$rootfs/usr/local/bin/python3.9"
+        # This machine's extra CAs (its HTTPS to PyPI is re-signed), as a site's own base image has.
+        cp -a /usr/local/share/ca-certificates/. "$rootfs/usr/local/share/ca-certificates/" 2>/dev/null || true
         rm -rf "$rootfs"/var/cache/apt/archives/*.deb
         touch "$rootfs.complete"
     fi
@@ -42,7 +44,8 @@ make_base_rootfs() {
         local ctr
         ctr=$("${BUILDAH[@]}" from scratch)
         "${BUILDAH[@]}" copy "$ctr" "$rootfs" / >/dev/null
-        "${BUILDAH[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$ctr"
+        "${BUILDAH[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            --env PIP_CERT=/etc/ssl/certs/ca-certificates.crt "$ctr"
         "${BUILDAH[@]}" commit --rm "$ctr" "$BASE_IMAGE" >&2
     fi
 }
