@@ -22,10 +22,12 @@ def image():
 
 
 def run_in(image, *command, timeout=600):
-    """Run a command in a fresh container of the image (its WORKDIR, ENV and PATH), then remove it."""
+    """Run a command in a fresh container of the image, then remove it. Through sh, because buildah
+    1.28 looks a bare command name up outside the image's PATH."""
     ctr = subprocess.run(BUILDAH + ['from', image], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
     try:
-        return subprocess.run(BUILDAH + ['run', '--isolation', 'chroot', ctr, '--'] + list(command),
+        return subprocess.run(BUILDAH + ['run', '--isolation', 'chroot', ctr, '--', '/bin/sh', '-c', 'exec "$@"', 'sh']
+                              + list(command),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
     finally:
         subprocess.run(BUILDAH + ['rm', ctr], stdout=subprocess.DEVNULL, check=False)
