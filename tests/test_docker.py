@@ -22,7 +22,6 @@ def image():
     if free_gb < NEEDED_GB:
         pytest.skip('building the image needs about {} GB free under /var/lib, {:.1f} GB here'
                     .format(NEEDED_GB, free_gb))
-
     build = subprocess.run([os.path.join(ROOT, 'bin', 'build_docker_cpu_local.sh')], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1500)
     assert build.returncode == 0, build.stderr[-4000:]
