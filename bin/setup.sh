@@ -12,6 +12,8 @@
 #   DS_ENV_CACHE   folder holding the environments (default ${XDG_CACHE_HOME:-~/.cache}/deepspeech-training)
 #   DS_PYTHON      a python3.9 interpreter to use instead of searching for one
 #   DS_NO_APT=1    never call apt-get, even as root
+#   HOROVOD_GPU_OPERATIONS=NCCL   build Horovod's GPU allreduce with NCCL (needs CUDA and libnccl-dev;
+#                  Dockerfile.train's GPU variant sets it); it is part of the environment's key
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,14 +70,15 @@ PYTHON39="$(find_python39)"
 WITH_MPI=0
 command -v mpicc >/dev/null && WITH_MPI=1
 
-KEY="$( { cat "$ROOT/requirements.txt" "$ROOT/requirements-horovod.txt"; "$PYTHON39" -V 2>&1; echo "mpi=$WITH_MPI"; } \
+KEY="$( { cat "$ROOT/requirements.txt" "$ROOT/requirements-horovod.txt"; "$PYTHON39" -V 2>&1; echo "mpi=$WITH_MPI";
+          if [ -n "${HOROVOD_GPU_OPERATIONS:-}" ]; then echo "gpu=$HOROVOD_GPU_OPERATIONS"; fi; } \
         | sha256sum | cut -c1-12)"
 CACHE="${DS_ENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deepspeech-training}"
 ENV_DIR="$CACHE/env-$KEY"
 mkdir -p "$CACHE"
 
 build_environment() {
-    log "building $ENV_DIR with $PYTHON39 (Horovod with Gloo$([ $WITH_MPI = 1 ] && echo ' and MPI'))"
+    log "building $ENV_DIR with $PYTHON39 (Horovod with Gloo$([ $WITH_MPI = 1 ] && echo ' and MPI')${HOROVOD_GPU_OPERATIONS:+, GPU ops $HOROVOD_GPU_OPERATIONS})"
     rm -rf "$ENV_DIR"
     "$PYTHON39" -m venv "$ENV_DIR"
     local pip=("$ENV_DIR/bin/python" -m pip --disable-pip-version-check)
