@@ -14,7 +14,9 @@ Used by tests/test_multihost.py and bin/benchmark_network.py; by hand (as root):
 """
 import contextlib
 import fcntl
+import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -87,6 +89,13 @@ def set_link(up):
     ip('-n', next(iter(HOSTS)), 'link', 'set', INTERFACE, 'up' if up else 'down')
 
 
+def bytes_sent():
+    """Bytes hostA and hostB sent each other so far (both directions of the link)."""
+    host = next(iter(HOSTS))
+    stats = json.loads(ip('-n', host, '-s', '-j', 'link', 'show', INTERFACE).stdout)[0]['stats64']
+    return stats['tx']['bytes'] + stats['rx']['bytes']
+
+
 def shape(rate_mbit):
     """Limit each direction of the link to `rate_mbit` Mbit/s (tc tbf); None removes the limit."""
     for host in HOSTS:
@@ -110,11 +119,14 @@ def two_hosts():
             remove()
 
 
-def launcher_env(env=None):
-    """The environment for a launcher in hostA: `ssh` on PATH is bin/netns_ssh."""
-    env = dict(os.environ if env is None else env)
-    env['PATH'] = os.path.dirname(SSH) + os.pathsep + env.get('PATH', '')
-    return env
+def on_host(host, command):
+    """`command` (a list) as run on `host`: through the ssh stand-in, as a remote rank is."""
+    return [SSH, host, ' '.join(shlex.quote(str(part)) for part in command)]
+
+
+def launcher_env():
+    """What a launcher (horovodrun, mpirun) needs in its environment: `ssh` is bin/netns_ssh/ssh."""
+    return {'PATH': os.path.dirname(SSH) + os.pathsep + os.environ.get('PATH', '')}
 
 
 def main(argv):
