@@ -36,11 +36,6 @@ def ip(*args, check=True):
                           universal_newlines=True)
 
 
-def in_host(host):
-    """The command prefix that runs a command on `host`."""
-    return ['ip', 'netns', 'exec', host]
-
-
 def unavailable():
     """Why two namespaces cannot be made here (None if they can)."""
     if os.geteuid() != 0:
