@@ -205,7 +205,13 @@ def audio_reads(trace_path):
     return total, opens
 
 
-def training_command(config, train_csv, run_dir, epochs):
+def localhost_launch(size, command):
+    """`horovodrun -np N -H localhost:N command`: N ranks on this machine."""
+    horovodrun = os.path.join(os.path.dirname(sys.executable), 'horovodrun')
+    return [horovodrun, '-np', str(size), '-H', 'localhost:{}'.format(size)] + command
+
+
+def training_command(config, train_csv, run_dir, epochs, launch=localhost_launch):
     flags = ['--train_files', train_csv, '--epochs', str(epochs), '--alphabet_config_path',
              os.path.join(ROOT, 'data', 'alphabet.txt'), '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'),
              '--summary_dir', os.path.join(run_dir, 'summaries'), '--load_train', 'init', '--noshow_progressbar',
@@ -218,14 +224,16 @@ def training_command(config, train_csv, run_dir, epochs):
     command = [wrapper, sys.executable, os.path.join(ROOT, 'DeepSpeech.py')] + flags
     size = int(config['np'])
     if size > 1:
-        horovodrun = os.path.join(os.path.dirname(sys.executable), 'horovodrun')
-        command = [horovodrun, '-np', str(size), '-H', 'localhost:{}'.format(size)] + command + ['--horovod']
+        command = launch(size, command + ['--horovod'])
     return command
 
 
-def run_config(index, repeat, config, train_csv, records, args):
-    """Run one configuration once; returns its measurements (a dict for the JSON)."""
-    run_dir = os.path.join(args.out_dir, 'runs', '{}-{}'.format(index, re.sub(r'[^\w.=-]+', '_', label(config))),
+def run_config(index, repeat, config, train_csv, records, args, launch=localhost_launch):
+    """Run one configuration once (np > 1: as launch(np, command) starts it); returns its measurements
+    (a dict for the JSON)."""
+    # no '=' in the path: horovodrun --gloo starts each rank as `env VAR=value ... command`, and env
+    # would take a wrapper path with '=' in it for one more variable
+    run_dir = os.path.join(args.out_dir, 'runs', '{}-{}'.format(index, re.sub(r'[^\w.-]+', '_', label(config))),
                            'repeat{}'.format(repeat))
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
@@ -233,7 +241,7 @@ def run_config(index, repeat, config, train_csv, records, args):
         script.write(RANK_WRAPPER)
     os.chmod(os.path.join(run_dir, 'rank.sh'), 0o755)
     epochs = int(config.get('epochs', args.epochs))
-    command = training_command(config, train_csv, run_dir, epochs)
+    command = training_command(config, train_csv, run_dir, epochs, launch)
     env = dict(os.environ, RUN_DIR=run_dir, TRACE='0' if args.no_trace else '1', PYTHONUNBUFFERED='1',
                TF_CPP_MIN_LOG_LEVEL='2')
     env.update((k, v) for k, v in config.items() if k.isupper())
@@ -348,14 +356,14 @@ COLUMNS = [('configuration', 'label', '{}'), ('timed steps', 'timed_steps', '{:.
            ('GFLOP/step', 'gflop_per_step', '{:.2f}'), ('GFLOP/s', 'gflops', '{:.1f}')]
 
 
-def table(results):
-    rows = [[name for name, _, _ in COLUMNS]]
+def table(results, columns=COLUMNS):
+    rows = [[name for name, _, _ in columns]]
     for result in results:
         if result.get('exit_code') != 0:
-            rows.append([result['label'], 'failed: {}'.format(result['exit_code'])] + [''] * (len(COLUMNS) - 2))
+            rows.append([result['label'], 'failed: {}'.format(result['exit_code'])] + [''] * (len(columns) - 2))
             continue
-        rows.append([fmt(result.get(key), spec) for _, key, spec in COLUMNS])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+        rows.append([fmt(result.get(key), spec) for _, key, spec in columns])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     lines = ['  '.join(cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width) in
                        enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, '-' * len(lines[0]))
