@@ -199,6 +199,8 @@ def train(dist, config, train_records, dev_sets):
                     raise Interrupted(exit_code)
             if time.time() - last_save > FLAGS.checkpoint_secs:
                 save_train()
+            elif FLAGS.horovod_elastic_commit_steps and state.steps_run % FLAGS.horovod_elastic_commit_steps == 0:
+                state.commit()      # free unless elastic
             state.check_host_updates()
 
         def train_epoch(epoch, first_batch):

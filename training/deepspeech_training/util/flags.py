@@ -164,6 +164,9 @@ def create_flags():
                      'per rank before each allreduce and update (global_step still counts batches)', lower_bound=1)
     f.DEFINE_boolean('horovod_elastic', False, 'elastic training: keep training when ranks are removed or added '
                      '(launch with horovodrun --min-np/--max-np --host-discovery-script; see doc/HOROVOD.rst)')
+    f.DEFINE_integer('horovod_elastic_commit_steps', 100, 'elastic training: keep the state in memory every '
+                     'this many steps (and at every checkpoint); a rank lost mid-step takes the others back to '
+                     'the last such commit (0: only at checkpoints)', lower_bound=0)
     f.DEFINE_float('warmup_epochs', 0.0, 'ramp the learning rate linearly from --learning_rate to '
                    '--learning_rate x ranks over this many epochs (Goyal et al. 2017)', lower_bound=0.0)
     f.DEFINE_integer('warmup_steps', 0, 'the same warm-up counted in optimizer updates', lower_bound=0)
