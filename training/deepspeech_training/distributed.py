@@ -47,21 +47,6 @@ class Single:
     def sum(self, session, values):
         return np.asarray(values, np.float64)
 
-    def broadcast_object(self, session, obj):
-        """Rank 0's picklable `obj` on every rank, through ops built once (Horovod's own
-        broadcast_object_fn calls tf.placeholder, which TF 2 no longer has)."""
-        if self._object_ops is None:
-            with session.graph.as_default():
-                size, data = tfv1.placeholder(tf.int32, [1]), tfv1.placeholder(tf.uint8, [None])
-                self._object_ops = (size, self.hvd.broadcast(size, 0, name='seam_object_size'),
-                                    data, self.hvd.broadcast(data, 0, name='seam_object_data'))
-        size, broadcast_size, data, broadcast_data = self._object_ops
-        payload = np.frombuffer(pickle.dumps(obj), np.uint8) if self.rank == 0 else None
-        length = session.run(broadcast_size, {size: [len(payload) if payload is not None else 0]})
-        if payload is None:
-            payload = np.zeros(length, np.uint8)
-        return pickle.loads(session.run(broadcast_data, {data: payload}).tobytes())
-
     def gather(self, session, obj):
         return [obj]
 
