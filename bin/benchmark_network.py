@@ -119,7 +119,7 @@ def main(argv=None):
     parser.add_argument('--warmup_steps', type=int, default=2, help='first steps left out of the step times')
     parser.add_argument('--timeout', type=float, default=600, help='seconds before a run is killed')
     args = parser.parse_args(argv)
-    args.epochs, args.no_trace = 1, True   # what benchmark_training.run_config reads besides
+    args.epochs = 1   # what benchmark_training.run_config reads besides
     reason = netns_hosts.unavailable()
     if reason:
         sys.exit('error: two network-namespace hosts: ' + reason)

@@ -5,14 +5,15 @@ same batches precomputed into memory, in one process, epochs alternating.
     python bin/benchmark_pipeline.py --configs "h=100,b=8;h=2048,b=8"
 
 A configuration is comma-separated key=value pairs: h (--n_hidden), b (--train_batch_size); any other
-key is passed on as --key=value (e.g. lstm_impl=fused). For each one the trainer's own graph pieces are
-built once: graph.build_input with two sets behind its one reinitialisable iterator, the real pipeline
-(feeding.create_dataset: read audio, MFCCs, padded batch, context windows) and the same batches held in
-memory (fetched once from the real pipeline, fed back by a from_generator dataset), then
-graph.build_forward and the trainer's Adam `minimize`. Every epoch runs through graph.run_set, the
-trainer's loop, over --samples utterances of the benchmark corpus (spread over all lengths, sorted by
-length as the trainer does); epochs alternate real/cached in ABBA order (--pairs pairs) after one
-warm-up epoch, so a change in the load of the (shared) machine hits both alike.
+key is passed on as --key=value (e.g. lstm_impl=fused; feature_cache=PATH: the real pipeline reads the
+features from the trainer's --feature_cache, filled by the first pass over the set). For each one the
+trainer's own graph pieces are built once: graph.build_input with two sets behind its one
+reinitialisable iterator, the real pipeline (feeding.create_dataset: read audio, MFCCs, padded batch,
+context windows) and the same batches held in memory (fetched once from the real pipeline, fed back by a
+from_generator dataset), then graph.build_forward and the trainer's Adam `minimize`. Every epoch runs
+through graph.run_set, the trainer's loop, over --samples utterances of the benchmark corpus (spread
+over all lengths, sorted by length as the trainer does); epochs alternate real/cached in ABBA order
+(--pairs pairs) after one warm-up epoch, so a change in the load of the (shared) machine hits both alike.
 
 A step's time is the gap between two batches; the first step of an epoch (it includes starting the
 iterator and filling the pipeline) is left out of the medians and shown as "1st step". Printed per
@@ -100,6 +101,7 @@ def measure(config, records, pairs):
     from deepspeech_training.train import create_session
     from deepspeech_training.util.batching import train_batches
     from deepspeech_training.util.config import config_from_flags
+    from deepspeech_training.util.feature_cache import open_feature_cache
     from deepspeech_training.util.flags import effective_dropout_rates
 
     flags = parse_trainer_flags(config)
@@ -111,7 +113,9 @@ def measure(config, records, pairs):
         return train_batches(len(records), flags.train_batch_size, 1, 0, epoch, flags.random_seed, False)
 
     cache = CachedBatches()
-    real = InputSet('real', records, plan, flags.train_batch_size, make_dataset=cache.real)
+    feature_cache = open_feature_cache(flags.feature_cache, records, model_config, flags, 0, 1)
+    real = InputSet('real', records, plan, flags.train_batch_size, feature_cache=feature_cache,
+                    make_dataset=cache.real)
     cached = InputSet('cached', records, plan, flags.train_batch_size, make_dataset=cache.cached)
     batch = build_input([real, cached], model_config, flags.audio_sample_rate, flags.normalize_sample_rate)
     forward = build_forward(batch, model_config, flags.relu_clip)

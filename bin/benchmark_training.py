@@ -20,14 +20,17 @@ Nothing is timed inside the trainer beyond what it already records:
   * peak RSS per rank: /usr/bin/time -v around each rank;
   * audio bytes read per rank: strace (--seccomp-bpf, so only the traced calls stop) of openat/read
     calls, summing what read() returned on descriptors of .wav files; header reads at start-up count.
-    --no_trace turns it off (strace slows Python start-up a little, not the training steps).
+    strace slows the training steps (one process at n_hidden 512: 0.21 instead of 0.12 s/step), so
+    the reads come from one more run per configuration after the timed ones, itself not timed;
+    --no_trace leaves it out. Beside
+    it, "bound MB": (corpus / N + one batch of the largest files) x epochs, the most a rank should read.
   * two ceilings: the machine's matmul rate (GFLOP/s of a large square tf.matmul, all cores, median),
     and per configuration the analytic training FLOPs (about 3 x 2 x the multiply-adds of the six
     layers over the padded frames of each batch) divided by the step times.
 Each configuration runs --repeats times, round robin (the machine may be shared); the table gives the
 median of each measure over the repeats, and the ratio of each configuration's samples/s to the
 first one's. Prints the table, writes <out_dir>/benchmark.txt, benchmark.json (every repeat too) and
-benchmark.png (throughput per configuration). Default settings: about 5 minutes on 2 cores.
+benchmark.png (throughput per configuration). Default settings: about 3 minutes on 2 cores.
 """
 import argparse
 import glob
@@ -135,6 +138,14 @@ def padding_waste(records, batch_size):
                 random=waste([order[i:i + batch_size] for i in range(0, len(order), batch_size)]))
 
 
+def read_bound(records, size, batch, epochs):
+    """The most audio one of `size` ranks should read: per epoch, its 1/N share of the corpus plus one
+    batch of the largest files (rank r takes the r-th sub-batch of each length-sorted global batch, so
+    the later ranks get slightly longer samples; summed over an epoch that is less than one batch)."""
+    sizes = sorted(r[1] for r in records)
+    return epochs * (sum(sizes) / size + sum(sizes[-batch:]))
+
+
 def step_plan(records, config, epochs):
     """Per global step (all ranks): (samples, audio seconds, analytic FLOPs), epoch after epoch."""
     from deepspeech_training.util.batching import train_batches
@@ -228,13 +239,13 @@ def training_command(config, train_csv, run_dir, epochs, launch=localhost_launch
     return command
 
 
-def run_config(index, repeat, config, train_csv, records, args, launch=localhost_launch):
+def run_config(index, repeat, config, train_csv, records, args, launch=localhost_launch, trace=False):
     """Run one configuration once (np > 1: as launch(np, command) starts it); returns its measurements
-    (a dict for the JSON)."""
+    (a dict for the JSON). repeat: the repeat's number, or 'reads' for the run under strace."""
     # no '=' in the path: horovodrun --gloo starts each rank as `env VAR=value ... command`, and env
     # would take a wrapper path with '=' in it for one more variable
     run_dir = os.path.join(args.out_dir, 'runs', '{}-{}'.format(index, re.sub(r'[^\w.-]+', '_', label(config))),
-                           'repeat{}'.format(repeat))
+                           'reads' if trace else 'repeat{}'.format(repeat))
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
     with open(os.path.join(run_dir, 'rank.sh'), 'w') as script:
@@ -242,10 +253,11 @@ def run_config(index, repeat, config, train_csv, records, args, launch=localhost
     os.chmod(os.path.join(run_dir, 'rank.sh'), 0o755)
     epochs = int(config.get('epochs', args.epochs))
     command = training_command(config, train_csv, run_dir, epochs, launch)
-    env = dict(os.environ, RUN_DIR=run_dir, TRACE='0' if args.no_trace else '1', PYTHONUNBUFFERED='1',
+    env = dict(os.environ, RUN_DIR=run_dir, TRACE='1' if trace else '0', PYTHONUNBUFFERED='1',
                TF_CPP_MIN_LOG_LEVEL='2')
     env.update((k, v) for k, v in config.items() if k.isupper())
-    print('[{}] {} (repeat {}/{})'.format(index, label(config), repeat + 1, args.repeats), flush=True)
+    print('[{}] {} ({})'.format(index, label(config), 'audio reads, under strace, not timed' if trace else
+                                'repeat {}/{}'.format(repeat + 1, args.repeats)), flush=True)
     started = time.time()
     with open(os.path.join(run_dir, 'log.txt'), 'w') as log:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -293,10 +305,15 @@ def run_config(index, repeat, config, train_csv, records, args, launch=localhost
         audio_bytes_read=[r[0] for r in reads],
         wav_opens=[r[1] for r in reads],
         corpus_audio_bytes=sum(r[1] for r in records),
+        read_bound_bytes=read_bound(records, size, int(config.get('b', 1)), epochs),
         samples_per_epoch=sum(p[0] for p in plan[:per_epoch]))
-    print('    {:.3f} s/step (median of {}), {:.1f} samples/s, first step after {:.1f} s'.format(
-        result['median_step_s'] or float('nan'), len(timed), result['samples_per_s'] or float('nan'),
-        result['time_to_first_step_s'] or float('nan')), flush=True)
+    if trace:
+        print('    audio MB read per rank: {}'.format(fmt([None if r[0] is None else r[0] / 1e6 for r in reads])),
+              flush=True)
+    else:
+        print('    {:.3f} s/step (median of {}), {:.1f} samples/s, first step after {:.1f} s'.format(
+            result['median_step_s'] or float('nan'), len(timed), result['samples_per_s'] or float('nan'),
+            result['time_to_first_step_s'] or float('nan')), flush=True)
     return result
 
 
@@ -353,6 +370,7 @@ COLUMNS = [('configuration', 'label', '{}'), ('timed steps', 'timed_steps', '{:.
            ('samples/s', 'samples_per_s', '{:.2f}'), ('audio s/s', 'audio_s_per_s', '{:.2f}'),
            ('ratio', 'ratio', '{:.2f}x'), ('1st step s', 'time_to_first_step_s', '{:.1f}'),
            ('RSS MB/rank', 'peak_rss_mb', '{:.0f}'), ('audio MB read/rank', 'audio_mb_read', '{:.2f}'),
+           ('bound MB', 'read_bound_mb', '{:.2f}'),
            ('GFLOP/step', 'gflop_per_step', '{:.2f}'), ('GFLOP/s', 'gflops', '{:.1f}')]
 
 
@@ -433,12 +451,19 @@ def main(argv=None):
         for i, config in enumerate(configs):
             runs[i].append(run_config(i, repeat, config, train_csv, records, args))
     results = [median_of_runs(config_runs) for config_runs in runs]
+    for i, config in enumerate([] if args.no_trace else configs):
+        reads = run_config(i, 'reads', config, train_csv, records, args, trace=True)
+        results[i].update(audio_bytes_read=reads.get('audio_bytes_read'), wav_opens=reads.get('wav_opens'),
+                          reads_run=dict(run_dir=reads['run_dir'], exit_code=reads['exit_code']))
+        if results[i]['exit_code'] == 0:
+            results[i]['exit_code'] = reads['exit_code']
     base = results[0].get('samples_per_s')
     for result in results:
         if result.get('samples_per_s') and base:
             result['ratio'] = result['samples_per_s'] / base
-        if result.get('audio_bytes_read'):
+        if any(b is not None for b in result.get('audio_bytes_read') or []):
             result['audio_mb_read'] = [None if b is None else b / 1e6 for b in result['audio_bytes_read']]
+            result['read_bound_mb'] = result['read_bound_bytes'] / 1e6
     waste = [padding_waste(records, b) for b in sorted({int(c.get('b', 1)) for c in configs})]
     report = dict(machine=dict(cpus=os.cpu_count(), matmul_gflops=ceiling, matmul_size=args.matmul_size,
                                load_average=os.getloadavg()),

@@ -185,6 +185,20 @@ def test_mpirun_launch_trains(tmp_path):
     assert saved_variables(tmp_path / 'checkpoints')['global_step'] == 1
 
 
+def test_cpu_ranks_get_a_5_ms_cycle_and_a_4_mb_fusion_buffer_unless_given(tmp_path):
+    timeline = tmp_path / 'timeline.json'
+    run = run_horovod(2, *tiny_model_flags(tmp_path / 'default'), '--train_files', SMOKE_CSV, '--epochs', 1,
+                      env={'HOROVOD_TIMELINE': str(timeline), 'HOROVOD_TIMELINE_MARK_CYCLES': '1'})
+    assert 'Horovod cycle time 5 ms, fusion buffer 4194304 bytes' in run.output
+    # Horovod itself runs on it: its background loop starts a cycle every 5 ms (1 ms is its own default)
+    starts = [int(ts) for ts in re.findall(r'"name": "CYCLE_START"[^}]*"ts": (\d+)', timeline.read_text())]
+    assert len(starts) > 100
+    assert 4500 <= np.median(np.diff(starts)) <= 10000
+    given = run_horovod(2, *tiny_model_flags(tmp_path / 'given'), '--train_files', SMOKE_CSV, '--epochs', 1,
+                        env={'HOROVOD_CYCLE_TIME': '2'})
+    assert 'Horovod cycle time 2 ms, fusion buffer 4194304 bytes' in given.output
+
+
 def test_fp16_compression_accumulation_and_warmup(tmp_path):
     run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 4,
                       '--horovod_fp16_compression', '--horovod_backward_passes_per_step', 2,

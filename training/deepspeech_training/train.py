@@ -61,8 +61,10 @@ def create_session(dist):
     intra, inter = dist.threads_per_process()
     intra, inter = FLAGS.intra_op_parallelism_threads or intra, FLAGS.inter_op_parallelism_threads or inter
     if dist.size > 1:
-        log_info('{} rank(s) on this host: {} intra-op and {} inter-op thread(s) each'
-                 .format(dist.local_size, intra, inter))
+        log_info('{} rank(s) on this host: {} intra-op and {} inter-op thread(s) each; Horovod cycle time {} ms, '
+                 'fusion buffer {} bytes'.format(dist.local_size, intra, inter,
+                                                 os.environ.get('HOROVOD_CYCLE_TIME', '1'),
+                                                 os.environ.get('HOROVOD_FUSION_THRESHOLD', 128 * 1024 * 1024)))
     return tfv1.Session(config=session_config(intra, inter, dist.visible_gpu()))
 
 
