@@ -128,9 +128,10 @@ def set_cpu_horovod_settings():
 class Horovod(Single):
     """Several processes started by horovodrun or mpirun."""
 
-    def __init__(self, hvd):
+    def __init__(self, hvd, cpu_settings=True):
         self.hvd = hvd
-        set_cpu_horovod_settings()
+        if cpu_settings:
+            set_cpu_horovod_settings()
         hvd.init()
         self.refresh()
         self._sum_ops = {}
@@ -219,7 +220,9 @@ class Elastic(Horovod):
     train_fn again with the state synced from rank 0 (the new ranks' first sync too)."""
 
     def __init__(self, hvd):
-        super().__init__(hvd)
+        # Horovod's defaults: with both HOROVOD_CYCLE_TIME and HOROVOD_FUSION_THRESHOLD set, the hvd.init()
+        # of an elastic reset segfaults in Horovod 0.28.1 (measured; either one alone does not).
+        super().__init__(hvd, cpu_settings=False)
         from horovod.common.elastic import State
         self._state_class = _elastic_state_class(State)
 
