@@ -8,8 +8,8 @@ A configuration is comma-separated key=value pairs: h (--n_hidden), b (--train_b
 key is passed on as --key=value (e.g. lstm_impl=fused; feature_cache=PATH: the real pipeline reads the
 features from the trainer's --feature_cache, filled by the first pass over the set). For each one the
 trainer's own graph pieces are built once: graph.build_input with two sets behind its one
-reinitialisable iterator, the real pipeline (feeding.create_dataset: read audio, MFCCs, padded batch)
-and the same batches held in memory (fetched once from the real pipeline, fed back by a
+reinitialisable iterator, the real pipeline (feeding.create_dataset: read audio, MFCCs, padded batch,
+context windows) and the same batches held in memory (fetched once from the real pipeline, fed back by a
 from_generator dataset), then graph.build_forward and the trainer's Adam `minimize`. Every epoch runs
 through graph.run_set, the trainer's loop, over --samples utterances of the benchmark corpus (spread
 over all lengths, sorted by length as the trainer does); epochs alternate real/cached in ABBA order

@@ -5,8 +5,7 @@ import tensorflow.compat.v1 as tfv1
 
 from deepspeech_training.util.audio import AudioError, read_audio
 from deepspeech_training.util.config import Config, N_CONTEXT, N_INPUT
-from deepspeech_training.model import create_model
-from deepspeech_training.util.feeding import audio_to_features, frame_count
+from deepspeech_training.util.feeding import audio_to_features, create_overlapping_windows, frame_count
 
 CONFIG = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
                 audio_step_samples=320, n_hidden=8, n_classes=29, checkpoint_dir='', load_checkpoint_dir='',
@@ -26,24 +25,29 @@ def test_mfcc_frames_are_26_coefficients_every_20_ms(speech):
     assert np.isfinite(features).all() and features.std() > 0
 
 
-def test_layer_1_on_frames_equals_deepspeech_layer_1_on_its_identity_filter_windows():
-    """Training feeds frames and layer 1 convolves them; DeepSpeech 0.9 (and our exported graphs) feed
-    19-frame windows, built as a conv1d with an identity filter. Same variables, same logits."""
+def test_windows_are_19_frames_offset_major_zero_padded():
+    frames = np.arange(5 * N_INPUT, dtype=np.float32).reshape(1, 5, N_INPUT)
+    with tfv1.Graph().as_default():
+        windows = run(create_overlapping_windows(tfv1.constant(frames), CONFIG))
+    assert windows.shape == (1, 5, 19, 26)
+    # the centre (offset 0, index 9) of window t is frame t; offset +1 is frame t+1
+    np.testing.assert_array_equal(windows[0, 2, 9], frames[0, 2])
+    np.testing.assert_array_equal(windows[0, 2, 10], frames[0, 3])
+    np.testing.assert_array_equal(windows[0, 0, 8], np.zeros(26))   # before the first frame
+    np.testing.assert_array_equal(windows[0, 4, 10], np.zeros(26))  # after the last frame
+    flat = windows.reshape(1, 5, 19 * 26)
+    assert flat[0, 2, (1 + 9) * 26 + 3] == frames[0, 3, 3]
+
+
+def test_windows_equal_deepspeech_identity_filter_convolution():
+    """DeepSpeech 0.9 builds the windows as a conv1d with an identity filter; ours must match it exactly."""
     frames = np.random.RandomState(1).randn(3, 40, N_INPUT).astype(np.float32)
     width = 2 * N_CONTEXT + 1
     eye = np.eye(width * N_INPUT).reshape(width, N_INPUT, width * N_INPUT).astype(np.float32)
     with tfv1.Graph().as_default():
-        windows = tfv1.reshape(tfv1.nn.conv1d(tfv1.constant(frames), filters=eye, stride=1, padding='SAME'),
-                               [3, 40, width, N_INPUT])
-        lengths = tfv1.constant([40, 31, 7])
-        from_frames, _ = create_model(tfv1.constant(frames), lengths, CONFIG, [0.0] * 6)
-        with tfv1.variable_scope(tfv1.get_variable_scope(), reuse=True):
-            from_windows, _ = create_model(windows, lengths, CONFIG, [0.0] * 6)
-        with tfv1.Session() as session:
-            session.run(tfv1.global_variables_initializer())
-            from_frames, from_windows = session.run([from_frames, from_windows])
-    assert from_frames.shape == (40, 3, 29)
-    np.testing.assert_allclose(from_frames, from_windows, rtol=1e-5, atol=1e-5)
+        windows = run(create_overlapping_windows(tfv1.constant(frames), CONFIG))
+        reference = run(tfv1.nn.conv1d(tfv1.constant(frames), filters=eye, stride=1, padding='SAME'))
+    np.testing.assert_array_equal(windows.reshape(reference.shape), reference)
 
 
 def test_other_sample_rates_are_resampled_or_rejected(tmp_path, speech):

@@ -59,9 +59,9 @@ def build_input(sets, config, sample_rate, normalize_sample_rate):
 
 
 def build_forward(batch, config, relu_clip):
-    indices, weights, features, seq_length, labels, label_lengths = batch
+    indices, weights, windows, seq_length, labels, label_lengths = batch
     dropout_rates = dropout_placeholders()
-    logits, _ = create_model(features, seq_length, config, dropout_rates, relu_clip,
+    logits, _ = create_model(windows, seq_length, config, dropout_rates, relu_clip,
                              lstm=lstm_function(config.lstm_impl))
     losses = ctc_loss(logits, seq_length, labels, label_lengths) * weights
     mean_loss = tf.reduce_sum(losses) / tf.maximum(tf.reduce_sum(weights), 1.0)

@@ -1,5 +1,4 @@
-"""The DeepSpeech network: MFCC frames (or their context windows) in, logits out, with DeepSpeech 0.9's
-variable names.
+"""The DeepSpeech network: context windows in, logits out, with DeepSpeech 0.9's variable names.
 
 layer_1..3: dense + clipped ReLU; layer 4: LSTM (the fused BlockLSTM op or its equivalents, variables named as
 DeepSpeech's cuDNN-compatible cell, gate order i, c, f, o, forget bias 0); layer_5: dense + clipped
@@ -13,42 +12,18 @@ LSTM_SCOPE = 'cudnn_lstm/rnn/multi_rnn_cell/cell_0/cudnn_compatible_lstm_cell'
 LAYERS_FROM_OUTPUT = ['layer_6', 'layer_5', 'cudnn_lstm', 'layer_3', 'layer_2', 'layer_1']
 
 
-def dense_variables(name, n_input, units):
+def dense(name, x, units, dropout_rate=None, relu=True, relu_clip=20.0):
     with tfv1.variable_scope(name):
         bias = tfv1.get_variable('bias', [units], initializer=tfv1.zeros_initializer())
-        weights = tfv1.get_variable('weights', [n_input, units],
+        weights = tfv1.get_variable('weights', [x.shape[-1], units],
                                     initializer=tfv1.keras.initializers.VarianceScaling(
                                         scale=1.0, mode='fan_avg', distribution='uniform'))
-    return weights, bias
-
-
-def activate(output, dropout_rate=None, relu=True, relu_clip=20.0):
+    output = tf.nn.bias_add(tf.matmul(x, weights), bias)
     if relu:
         output = tf.minimum(tf.nn.relu(output), relu_clip)
     if dropout_rate is not None:
         output = tf.nn.dropout(output, rate=dropout_rate)
     return output
-
-
-def dense(name, x, units, dropout_rate=None, relu=True, relu_clip=20.0):
-    weights, bias = dense_variables(name, x.shape[-1], units)
-    return activate(tf.nn.bias_add(tf.matmul(x, weights), bias), dropout_rate, relu, relu_clip)
-
-
-def layer_1(inputs, config, dropout_rate, relu_clip):
-    """Time-major [T * B, n_hidden] from context windows [B, T, 2*n_context+1, n_input] (exported graphs:
-    their clients stream windows) or from frames [B, T, n_input] (training and evaluation). On frames it
-    is a conv1d whose kernel is the same layer_1/weights [window * n_input, n_hidden] seen as [window,
-    n_input, n_hidden] ('SAME' zero padding = the windows' zero padding), so the input pipeline never
-    builds the windows tensor, 19 x the frames (doc/PERFORMANCE.rst)."""
-    weights, bias = dense_variables('layer_1', config.window_width * config.n_input, config.n_hidden)
-    if inputs.shape.rank == 4:
-        x = tf.reshape(tf.transpose(inputs, [1, 0, 2, 3]), [-1, config.window_width * config.n_input])
-        output = tf.matmul(x, weights)
-    else:
-        kernel = tf.reshape(weights, [config.window_width, config.n_input, config.n_hidden])
-        output = tf.reshape(tf.transpose(tf.nn.conv1d(inputs, kernel, 1, 'SAME'), [1, 0, 2]), [-1, config.n_hidden])
-    return activate(tf.nn.bias_add(output, bias), dropout_rate, relu_clip=relu_clip)
 
 
 def lstm_variables(n_input, n_cell):
@@ -178,18 +153,19 @@ def lstm_function(lstm_impl='auto'):
     return {'fused': fused_lstm, 'scan': scan_lstm}[lstm_impl]
 
 
-def create_model(inputs, seq_length, config, dropout_rates, relu_clip=20.0, initial_state=None, lstm=fused_lstm):
-    """frames [B, T, n_input] or windows [B, T, 2*n_context+1, n_input] -> time-major logits [T, B,
-    n_classes] and LSTM state (the same for both, see layer_1).
+def create_model(windows, seq_length, config, dropout_rates, relu_clip=20.0, initial_state=None, lstm=fused_lstm):
+    """windows [B, T, 2*n_context+1, n_input] -> time-major logits [T, B, n_classes] and LSTM state.
 
     dropout_rates: six scalars (tensors), for layers 1, 2, 3, 4 (LSTM output), 5 and, as in
     DeepSpeech 0.9, the input of layer 6 (applied after layer 5's own rate)."""
-    batch = tf.shape(inputs)[0]
-    layer_2 = dense('layer_2', layer_1(inputs, config, dropout_rates[0], relu_clip), config.n_hidden,
-                    dropout_rates[1], relu_clip=relu_clip)
+    batch = tf.shape(windows)[0]
+    time_major = tf.transpose(windows, [1, 0, 2, 3])
+    x = tf.reshape(time_major, [-1, config.window_width * config.n_input])
+    layer_1 = dense('layer_1', x, config.n_hidden, dropout_rates[0], relu_clip=relu_clip)
+    layer_2 = dense('layer_2', layer_1, config.n_hidden, dropout_rates[1], relu_clip=relu_clip)
     layer_3 = dense('layer_3', layer_2, config.n_hidden, dropout_rates[2], relu_clip=relu_clip)
     rnn_input = tf.reshape(layer_3, [-1, batch, config.n_hidden])
-    rnn_input.set_shape([inputs.shape[1], inputs.shape[0], config.n_hidden])   # static in exports
+    rnn_input.set_shape([windows.shape[1], windows.shape[0], config.n_hidden])   # static in exports
     rnn_output, state = lstm(rnn_input, seq_length, config.n_hidden, initial_state)
     rnn_output = tf.nn.dropout(tf.reshape(rnn_output, [-1, config.n_hidden]), rate=dropout_rates[3])
     layer_5 = dense('layer_5', rnn_output, config.n_hidden, dropout_rates[4], relu_clip=relu_clip)
