@@ -22,8 +22,8 @@ Nothing is timed inside the trainer beyond what it already records:
     calls, summing what read() returned on descriptors of .wav files; header reads at start-up count.
     strace slows the training steps (one process at n_hidden 512: 0.21 instead of 0.12 s/step), so
     the reads come from one more run per configuration after the timed ones, itself not timed;
-    --no_trace leaves it out. Beside
-    it, "bound MB": (corpus / N + one batch of the largest files) x epochs, the most a rank should read.
+    --no_trace leaves it out. Beside it, "bound MB": (corpus / N + one batch of the largest files) x
+    epochs, the most a rank should read.
   * two ceilings: the machine's matmul rate (GFLOP/s of a large square tf.matmul, all cores, median),
     and per configuration the analytic training FLOPs (about 3 x 2 x the multiply-adds of the six
     layers over the padded frames of each batch) divided by the step times.
@@ -241,7 +241,7 @@ def training_command(config, train_csv, run_dir, epochs, launch=localhost_launch
 
 def run_config(index, repeat, config, train_csv, records, args, launch=localhost_launch, trace=False):
     """Run one configuration once (np > 1: as launch(np, command) starts it); returns its measurements
-    (a dict for the JSON). repeat: the repeat's number, or 'reads' for the run under strace."""
+    (a dict for the JSON). repeat: the repeat's number (None for the untimed run under strace, trace=True)."""
     # no '=' in the path: horovodrun --gloo starts each rank as `env VAR=value ... command`, and env
     # would take a wrapper path with '=' in it for one more variable
     run_dir = os.path.join(args.out_dir, 'runs', '{}-{}'.format(index, re.sub(r'[^\w.-]+', '_', label(config))),
@@ -452,7 +452,7 @@ def main(argv=None):
             runs[i].append(run_config(i, repeat, config, train_csv, records, args))
     results = [median_of_runs(config_runs) for config_runs in runs]
     for i, config in enumerate([] if args.no_trace else configs):
-        reads = run_config(i, 'reads', config, train_csv, records, args, trace=True)
+        reads = run_config(i, None, config, train_csv, records, args, trace=True)
         results[i].update(audio_bytes_read=reads.get('audio_bytes_read'), wav_opens=reads.get('wav_opens'),
                           reads_run=dict(run_dir=reads['run_dir'], exit_code=reads['exit_code']))
         if results[i]['exit_code'] == 0:

@@ -45,8 +45,9 @@ def test_pipeline_benchmark_times_real_and_cached_batches_through_the_same_train
     out = tmp_path / 'results'
     cache = tmp_path / 'features'
     run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_pipeline.py'), '--configs',
-                       'h=16,b=2;h=8,b=3,feature_cache={}'.format(cache), '--utterances', 16, '--corpus_dir', tmp_path / 'corpus', '--samples', 7,
-                       '--pairs', 2, '--out_dir', out], timeout=300)
+                       'h=16,b=2;h=8,b=3,feature_cache={}'.format(cache), '--utterances', 16,
+                       '--corpus_dir', tmp_path / 'corpus', '--samples', 7, '--pairs', 2, '--out_dir', out],
+                      timeout=300)
     table = (out / 'pipeline.txt').read_text()
     assert table.splitlines()[0].split()[:4] == ['configuration', 'steps', 'pipeline', 'alone']
     assert 'h=16,b=2' in table and 'h=8,b=3,feature_cache=' in run.output
