@@ -129,13 +129,21 @@ def restore(session, path, drop_source_layers=0, keep=()):
         log_info('Initialised {} dropped variable(s): {}'.format(len(to_init), ', '.join(v.op.name for v in to_init)))
 
 
+def _point_best_state_at(directory, path):
+    """Atomically make `best_dev_checkpoint` name `path`, relative to `directory` (see the Savers)."""
+    name = os.path.basename(path)
+    tfv1.train.update_checkpoint_state(directory, name, [name], latest_filename=BEST_STATE)
+
+
 class Checkpointer:
     """Savers and the load policies; everything is a no-op or plain init on non-chief ranks."""
 
     def __init__(self, load_dir, save_dir, max_to_keep, is_chief):
         self.load_dir, self.save_dir, self.is_chief = load_dir, save_dir, is_chief
-        self.train_saver = tfv1.train.Saver(max_to_keep=max_to_keep)
-        self.best_saver = tfv1.train.Saver(max_to_keep=1)
+        # State files name checkpoints relative to their folder, so a checkpoint folder that is copied or
+        # moved (to a cluster, into a release tarball) still names its own files.
+        self.train_saver = tfv1.train.Saver(max_to_keep=max_to_keep, save_relative_paths=True)
+        self.best_saver = tfv1.train.Saver(max_to_keep=1, save_relative_paths=True)
         # Local variables hold Horovod's gradient accumulators; they are never saved.
         self.initializer = tf.group(tfv1.global_variables_initializer(), tfv1.local_variables_initializer())
 
@@ -213,7 +221,7 @@ class Checkpointer:
         with open(record + '.tmp', 'w') as out:
             json.dump({'checkpoint': os.path.basename(path), 'dev_loss': dev_loss}, out)
         os.replace(record + '.tmp', record)
-        tfv1.train.update_checkpoint_state(self.save_dir, path, [path], latest_filename=BEST_STATE)
+        _point_best_state_at(self.save_dir, path)
         return path
 
     def _adopt_recorded_best(self, record):
@@ -222,7 +230,7 @@ class Checkpointer:
         path = os.path.join(self.save_dir, record.get('checkpoint') or 'missing')
         if not tf.io.gfile.exists(path + '.index'):
             return None
-        tfv1.train.update_checkpoint_state(self.save_dir, path, [path], latest_filename=BEST_STATE)
+        _point_best_state_at(self.save_dir, path)
         log_warn('{} did not name the last best_dev checkpoint {}; it does now'.format(BEST_STATE, path))
         return path
 
