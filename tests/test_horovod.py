@@ -135,14 +135,22 @@ def test_two_rank_gradient_equals_single_process_gradient_of_the_union(corpus, t
                  sys.executable, script, tmp_path / 'two', csv_path, 2, '--horovod'], timeout=180)
     single = np.load(str(tmp_path / 'one' / 'rank0.npz'))
     ranks = [np.load(str(tmp_path / 'two' / 'rank{}.npz'.format(r))) for r in range(2)]
-    assert len(single.files) == 2 * 12
-    for name in single.files:
+    assert len(single.files) == 3 * 12
+    # The two paths compute the same mean gradient, summing the batch's per-frame terms in another order
+    # (and two half-batch means instead of one). A float32 sum of n terms in another order differs by up
+    # to (n - 1) * 2^-24 * sum|x| / |sum x| relative (Higham, Accuracy and Stability of Numerical
+    # Algorithms, 4.2): n is a few hundred frames here and the per-frame terms of a gradient cancel;
+    # measured 1e-7 to 3e-7 on one machine, 1.85e-5 on another. A gradient that is not averaged over the
+    # ranks is off by the difference between the halves: measured 0.15 to 0.78. 1e-3 lies between the two
+    # with a factor of 50 or more on each side, and the test checks the second margin on every run.
+    tolerance = 1e-3
+    for name in (n for n in single.files if not n.startswith(('weights/', 'local/'))):
         for rank in ranks:
-            if name.startswith('weights/'):
-                np.testing.assert_array_equal(rank[name], single[name])   # same start on both paths
-            else:
-                error = np.linalg.norm(rank[name] - single[name]) / np.linalg.norm(single[name])
-                assert error < 1e-5, (name, error)
+            np.testing.assert_array_equal(rank['weights/' + name], single['weights/' + name])  # same start
+            error = np.linalg.norm(rank[name] - single[name]) / np.linalg.norm(single[name])
+            assert error < tolerance, (name, error)
+            unsynchronised = np.linalg.norm(rank['local/' + name] - single[name]) / np.linalg.norm(single[name])
+            assert unsynchronised > 10 * tolerance, (name, unsynchronised)
 
 
 def test_early_stop_fires_on_both_ranks_at_the_same_epoch(tmp_path):

@@ -1,5 +1,6 @@
-"""Write the averaged gradients of the first training step to <out>/rank<N>.npz, using the trainer's
-own input pipeline, model and distributed seam. Run once plainly and once under horovodrun to
+"""Write the averaged gradients of the first training step to <out>/rank<N>.npz (and, as `local/...`,
+this rank's own gradients before averaging), using the trainer's own input pipeline, model and
+distributed seam. Run once plainly and once under horovodrun to
 compare: python dump_gradients.py OUT CSV BATCH_SIZE [--horovod]"""
 import os
 import sys
@@ -30,12 +31,15 @@ def main(out_dir, csv_path, batch_size, use_horovod):
     forward = build_forward(build_input([training], config, 16000, True), config, 20.0)
     optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(0.001))
     grads_and_vars = optimizer.compute_gradients(forward.mean_loss)
+    local = tfv1.gradients(forward.mean_loss, [v for _, v in grads_and_vars])
     broadcast = dist.broadcast_op()
     with tfv1.Session() as session:
         session.run(tfv1.global_variables_initializer())
         session.run(broadcast)
         session.run(training.initializer, {training.epoch: 0})
-        values = session.run({v.op.name: g for g, v in grads_and_vars})
+        fetches = {v.op.name: g for g, v in grads_and_vars}
+        fetches.update({'local/' + v.op.name: g for g, (_, v) in zip(local, grads_and_vars)})
+        values = session.run(fetches)   # one run: the iterator holds one batch
         weights = session.run({'weights/' + v.op.name: v for _, v in grads_and_vars})
     np.savez(os.path.join(out_dir, 'rank{}.npz'.format(dist.rank)), **values, **weights)
 
