@@ -148,14 +148,22 @@ def test_horovod_signal_stops_all_ranks_at_the_same_step(corpus, tmp_path, targe
     print('horovodrun exited {} {:.2f} s after the signal'.format(returncode, time.time() - sent))
     step, path = re.search(r'Interrupted at global step (\d+), saved (\S+)', output).groups()
     assert state(tmp_path / 'checkpoints') == path and os.path.exists(path + '.index')
-    # Both ranks left through the agreed stop, none through a failed collective: rank 0 with 130/143,
-    # the others with 0, and the first failure horovodrun reports is rank 0's (after it, horovodrun
-    # may SIGTERM the other, which is past the save). SIGINT to horovodrun: it SIGTERMs every rank
-    # and may or may not report a code.
+    # Both ranks left through the agreed stop, none through a failed collective: rank 0 with 130/143
+    # (it says which in its log), the others with 0.
+    expected = 143 if target == 'horovodrun' else 128 + signum
+    assert 'Exiting with code {}'.format(expected) in output, output[-3000:]
     codes = re.findall(r'Process (\d) exit with status code (\d+)', output)
-    expected = ('0', '143' if target == 'horovodrun' else str(128 + signum))
-    assert codes[:1] == [expected] or (target == 'horovodrun' and codes == []), output[-3000:]
-    assert returncode != 0   # (a 'Terminating remaining workers' may follow: they are past the save)
+    if target == 'horovodrun':
+        # horovodrun SIGTERMs the ranks itself, and Horovod 0.28.1 may then lose their exit codes: its
+        # middleman (safe_shell_exec) reaps the rank's shell in two threads, Popen.wait and psutil's wait in
+        # terminate_executor_shell_and_children; when psutil's wins, Popen gets ECHILD and reports 0
+        # (seen in 1 of 8 runs). So horovodrun reports rank 0's 143 and exits 1, or reports nothing and
+        # exits 0; the code of our own rank is checked in its log above.
+        assert (codes, returncode) in (([('0', '143')], 1), ([], 0)), (codes, returncode, output[-3000:])
+    else:
+        # The first failure horovodrun reports is rank 0's (after it, horovodrun may SIGTERM the other,
+        # which is past the save), and horovodrun fails.
+        assert codes[:1] == [('0', str(expected))] and returncode != 0, output[-3000:]
     # (horovodrun itself prints a traceback for any non-zero exit; the ranks print none.)
     rank_lines = '\n'.join(line for line in output.splitlines() if re.match(r'\[\d\]<std', line))
     assert 'Horovod has been shut down' not in rank_lines and 'Traceback' not in rank_lines, rank_lines[-3000:]

@@ -383,7 +383,9 @@ def main(_):
         sys.exit(1)
     except Interrupted as interrupted:
         # 130 after SIGINT, 143 after SIGTERM. Under Horovod only rank 0 says so: a non-zero exit of
-        # another rank would make horovodrun kill rank 0 while it shuts down.
+        # another rank would make horovodrun kill rank 0 while it shuts down. Logged too, because
+        # horovodrun 0.28.1 may report 0 for ranks it stopped itself (doc/HOROVOD.rst).
+        log_info('Exiting with code {}'.format(interrupted.exit_code))
         sys.exit(interrupted.exit_code if dist.is_chief else 0)
 
 
