@@ -170,7 +170,7 @@ def train(dist, config, train_records, dev_sets):
     train_feed = dict(zip(forward.dropout_rates, effective_dropout_rates()))
 
     with create_session(dist) as session, StopRequests() as stop_requests:
-        checkpointer.load_for_training(session, FLAGS.load_train, FLAGS.drop_source_layers)
+        checkpointer.load_for_training(session, FLAGS.load_train, FLAGS.drop_source_layers, FLAGS.load_cudnn)
         if FLAGS.force_initialize_learning_rate:
             session.run(set_learning_rate, {new_rate: FLAGS.learning_rate})
         write_flags(config, dist)

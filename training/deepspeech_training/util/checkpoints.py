@@ -7,7 +7,8 @@ kept beside the best_dev checkpoint (`best_dev_loss.json`, tied to its step) so 
 replaces a better best_dev with a worse one; it is written after the best_dev data files and before
 the state file, so a crash between the two leaves a record naming a complete, newer checkpoint, which
 the next run adopts. Only the chief reads or writes; other ranks receive the variables
-by broadcast, so they need no access to the checkpoint directory.
+by broadcast, so they need no access to the checkpoint directory. Release checkpoints trained with
+cuDNN (DeepSpeech 0.9, Coqui STT) lack the LSTM's Adam moments: `load_cudnn` starts those at zero.
 """
 import json
 import math
@@ -18,12 +19,16 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 from tensorflow.python.lib.io import file_io   # the atomic write TensorFlow's own Saver uses for .meta
 
-from ..model import LAYERS_FROM_OUTPUT
+from ..model import LAYERS_FROM_OUTPUT, LSTM_SCOPE
 from .logging import log_info, log_warn
 
 TRAIN_STATE = 'checkpoint'
 BEST_STATE = 'best_dev_checkpoint'
 BEST_LOSS_FILE = 'best_dev_loss.json'
+# Trained with cuDNN, a checkpoint holds the LSTM's Adam moments as these flat vectors, not per variable.
+CUDNN_OPAQUE_ADAM = ('cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/Adam_1')
+CUDNN_MISSING = {'{}/{}/{}'.format(LSTM_SCOPE, variable, slot) for variable in ('kernel', 'bias')
+                 for slot in ('Adam', 'Adam_1')}
 
 
 class CheckpointError(RuntimeError):
@@ -35,9 +40,10 @@ def checkpoint_path(directory, method):
     state = tf.train.get_checkpoint_state(directory, TRAIN_STATE if method == 'last' else BEST_STATE)
     if state is None or not state.model_checkpoint_path:
         return None
-    path = state.model_checkpoint_path
-    if not os.path.isabs(path):
-        path = os.path.join(directory, path)
+    path = os.path.join(directory, state.model_checkpoint_path)     # a relative path is relative to directory
+    moved = os.path.join(directory, os.path.basename(path))
+    if not tf.io.gfile.exists(path + '.index') and tf.io.gfile.exists(moved + '.index'):
+        path = moved    # the absolute path of the machine it was trained on (a downloaded release checkpoint)
     if not tf.io.gfile.exists(path + '.index'):
         raise CheckpointError('{} names {}, which is missing or incomplete; remove that state file to '
                               'fall back to an older checkpoint'.format(os.path.join(directory, BEST_STATE if
@@ -106,28 +112,54 @@ def _dropped(variable, drop_source_layers):
     return any(variable.op.name == s or variable.op.name.startswith(s + '/') for s in scopes)
 
 
-def restore(session, path, drop_source_layers=0, keep=()):
+def restore(session, path, drop_source_layers=0, keep=(), load_cudnn=False):
     """Restore every global variable from `path` but those in `keep` (except the dropped layers,
-    which are initialised); a variable the checkpoint lacks is an error, never a silent
-    re-initialisation."""
+    which are initialised). A variable the checkpoint lacks is an error, never a silent
+    re-initialisation, but for `learning_rate` (as DeepSpeech 0.9: older checkpoints have none) and,
+    with `load_cudnn`, the LSTM's Adam moments. Variables the graph lacks are ignored."""
     variables = [v for v in tfv1.global_variables() if v.op.name not in keep]
     in_checkpoint = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-    to_init = [v for v in variables if _dropped(v, drop_source_layers)]
-    to_load = [v for v in variables if v not in to_init]
-    missing = [v.op.name for v in to_load if v.op.name not in in_checkpoint]
+    dropped = [v for v in variables if _dropped(v, drop_source_layers)]
+    kept = [v for v in variables if not _dropped(v, drop_source_layers)]
+    absent = [v for v in kept if v.op.name not in in_checkpoint]
+    allowed = {'learning_rate'} | (CUDNN_MISSING if load_cudnn else set())
+    missing = [v.op.name for v in absent if v.op.name not in allowed]
     if missing:
-        raise CheckpointError('checkpoint {} lacks variable(s) {}; was it made with another --n_hidden, '
-                              'alphabet or model version? (--drop_source_layers re-initialises the last '
-                              'layers for transfer learning)'.format(path, ', '.join(missing)))
+        raise _missing_error(path, missing, in_checkpoint)
+    to_load = [v for v in kept if v.op.name in in_checkpoint]
     wrong_shape = ['{} {} vs {}'.format(v.op.name, in_checkpoint[v.op.name], v.shape.as_list())
                    for v in to_load if in_checkpoint[v.op.name] != v.shape.as_list()]
     if wrong_shape:
         raise CheckpointError('checkpoint {} has other shapes (checkpoint vs model): {}; check --n_hidden and '
                               'the alphabet'.format(path, '; '.join(wrong_shape)))
     tfv1.train.Saver(to_load).restore(session, path)
-    if to_init:
-        session.run(tfv1.variables_initializer(to_init))
-        log_info('Initialised {} dropped variable(s): {}'.format(len(to_init), ', '.join(v.op.name for v in to_init)))
+    _initialise(session, dropped, 'dropped')
+    _initialise(session, absent, 'missing')
+
+
+def _trained_with_cudnn(in_checkpoint):
+    """The layout of the DeepSpeech 0.9 and Coqui STT release checkpoints: the LSTM's canonical weights,
+    but Adam moments only for cuDNN's flat opaque kernel."""
+    return (LSTM_SCOPE + '/kernel' in in_checkpoint and not CUDNN_MISSING & set(in_checkpoint)
+            and any(name in in_checkpoint for name in CUDNN_OPAQUE_ADAM))
+
+
+def _missing_error(path, missing, in_checkpoint):
+    if CUDNN_MISSING & set(missing) and _trained_with_cudnn(in_checkpoint):
+        hint = ('it was trained with cuDNN, like the DeepSpeech 0.9 and Coqui STT release checkpoints (the LSTM\'s '
+                'Adam moments are only in cudnn_lstm/opaque_kernel/Adam): add --load_cudnn to start the LSTM\'s '
+                'Adam moments at zero')
+    else:
+        hint = ('was it made with another --n_hidden, alphabet or model version? (--drop_source_layers '
+                're-initialises the last layers for transfer learning)')
+    return CheckpointError('checkpoint {} lacks variable(s) {}; {}'.format(path, ', '.join(missing), hint))
+
+
+def _initialise(session, variables, why):
+    if variables:
+        session.run(tfv1.variables_initializer(variables))
+        log_info('Initialised {} {} variable(s): {}'.format(len(variables), why,
+                                                           ', '.join(v.op.name for v in variables)))
 
 
 def _point_best_state_at(directory, path):
@@ -162,7 +194,7 @@ class Checkpointer:
         file_io.atomic_write_string_to_file(path + '.meta', meta_graph)
         return path
 
-    def _load_first(self, session, methods, drop_source_layers=0):
+    def _load_first(self, session, methods, drop_source_layers=0, load_cudnn=False):
         if not self.is_chief:
             session.run(self.initializer)
             return 'broadcast from rank 0'
@@ -174,16 +206,16 @@ class Checkpointer:
             path = checkpoint_path(self.load_dir, method)
             if path:
                 session.run(self.initializer)
-                restore(session, path, drop_source_layers)
+                restore(session, path, drop_source_layers, load_cudnn=load_cudnn)
                 log_info('Loaded {} checkpoint {}'.format('best validation' if method == 'best' else 'most recent',
                                                           path))
                 return path
         raise CheckpointError('no {} checkpoint in {} (use --load_train init to start from scratch, or set '
                               '--load_checkpoint_dir)'.format(' or '.join(methods), self.load_dir))
 
-    def load_for_training(self, session, method, drop_source_layers=0):
+    def load_for_training(self, session, method, drop_source_layers=0, load_cudnn=False):
         methods = {'auto': ['last', 'best', 'init']}.get(method, [method])
-        return self._load_first(session, methods, drop_source_layers)
+        return self._load_first(session, methods, drop_source_layers, load_cudnn)
 
     def load_for_evaluation(self, session, method):
         methods = {'auto': ['best', 'last']}.get(method, [method])

@@ -92,6 +92,9 @@ def create_flags():
                   '"auto" = best, else last')
     f.DEFINE_integer('drop_source_layers', 0, 'transfer learning: re-initialise this many of the last layers '
                      '(1 = layer_6, 2 = layers 5 and 6, ...) instead of loading them', lower_bound=0, upper_bound=5)
+    f.DEFINE_boolean('load_cudnn', False, 'load a checkpoint trained with cuDNN (as the DeepSpeech 0.9 and Coqui STT '
+                     'release checkpoints), which has no Adam moments for the LSTM: start those at zero and load '
+                     'everything else')
 
     # Model
     f.DEFINE_integer('n_hidden', 2048, 'width of the hidden layers and LSTM', lower_bound=1)

@@ -1,0 +1,144 @@
+"""Fine-tuning from checkpoints laid out as the DeepSpeech 0.9 and Coqui STT release checkpoints.
+
+Those were trained with cuDNN: the LSTM's canonical kernel and bias are there, their Adam moments are
+not (cuDNN's flat `cudnn_lstm/opaque_kernel/Adam` and `/Adam_1` are, which our graph has no use for).
+The release layout is made here from a checkpoint of a tiny model trained until it transcribes the
+bundled speech exactly."""
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow.compat.v1 as tfv1
+
+from conftest import ALPHABET, SMOKE_CSV, run_deepspeech, run_horovod, tiny_model_flags
+from test_horovod import TRACE, traced_calls
+from test_training import checkpoint_values
+
+pytestmark = pytest.mark.slow
+N_HIDDEN = 64
+LSTM = 'cudnn_lstm/rnn/multi_rnn_cell/cell_0/cudnn_compatible_lstm_cell/'
+LSTM_MOMENTS = [LSTM + variable + slot for variable in ('kernel', 'bias') for slot in ('/Adam', '/Adam_1')]
+OPAQUE_MOMENTS = ['cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/Adam_1']
+
+
+def write_release_layout(values, directory, leave_out=()):
+    """`values` (a checkpoint's variables) saved as a release checkpoint: without the LSTM's Adam moments
+    (and `leave_out`), with cuDNN's flat opaque moments, and a best_dev_checkpoint naming it by the
+    absolute path of the machine it was trained on. Returns the directory."""
+    release = {name: value for name, value in values.items() if name not in LSTM_MOMENTS + list(leave_out)}
+    kernel, bias = values[LSTM + 'kernel'], values[LSTM + 'bias']
+    for name in OPAQUE_MOMENTS:
+        release[name] = np.full(kernel.size + 2 * bias.size, 1e-4, np.float32)    # cuDNN has two bias sets
+    name = 'best_dev-{}'.format(values['global_step'])
+    with tf.Graph().as_default():
+        saver = tfv1.train.Saver({n: tfv1.Variable(value, name='v{}'.format(i))
+                                  for i, (n, value) in enumerate(release.items())})
+        with tfv1.Session() as session:
+            session.run(tfv1.global_variables_initializer())
+            saver.save(session, str(directory / name), write_meta_graph=False, write_state=False)
+    (directory / 'best_dev_checkpoint').write_text('model_checkpoint_path: "/mnt/train/{0}"\n'
+                                                   'all_model_checkpoint_paths: "/mnt/train/{0}"\n'.format(name))
+    return directory
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+    """The trained model's last checkpoint values and its test results on the bundled speech."""
+    out = tmp_path_factory.mktemp('source')
+    run_deepspeech(*tiny_model_flags(out, N_HIDDEN), '--train_files', SMOKE_CSV, '--epochs', 150,
+                   '--learning_rate', 0.003, '--test_files', SMOKE_CSV, '--load_evaluate', 'last',
+                   '--test_output_file', out / 'results.json')
+    results = json.loads((out / 'results.json').read_text())
+    assert [r['res'] for r in results] == [r['src'] for r in results]   # else a kept transcript shows nothing
+    return checkpoint_values(tf.train.latest_checkpoint(str(out / 'checkpoints'))), results
+
+
+@pytest.fixture(scope='module')
+def release(source, tmp_path_factory):
+    return write_release_layout(source[0], tmp_path_factory.mktemp('release'))
+
+
+def fine_tune_flags(release_dir, out, *args):
+    return ('--n_hidden', N_HIDDEN, '--train_files', SMOKE_CSV, '--epochs', 1, '--load_checkpoint_dir', release_dir,
+            '--save_checkpoint_dir', out / 'checkpoints', '--summary_dir', out / 'summaries') + args
+
+
+def fine_tune(release_dir, out, *args, check=True):
+    return run_deepspeech(*fine_tune_flags(release_dir, out, *args), check=check)
+
+
+def saved(out):
+    return checkpoint_values(tf.train.latest_checkpoint(str(out / 'checkpoints')))
+
+
+def other_alphabet(tmp_path):
+    """The English alphabet plus two letters: layer_6 gets two more outputs."""
+    path = tmp_path / 'alphabet.txt'
+    path.write_text(open(ALPHABET, encoding='utf-8').read() + 'ä\nß\n', encoding='utf-8')
+    return path
+
+
+def line_with(text, output):
+    return next(line for line in output.splitlines() if text in line)
+
+
+def test_load_cudnn_fine_tunes_a_release_checkpoint_and_keeps_its_transcripts(source, release, tmp_path):
+    values, results = source
+    run = fine_tune(release, tmp_path, '--load_cudnn', '--learning_rate', 1e-5, '--force_initialize_learning_rate')
+    assert sorted(line_with('Initialised 4 missing variable(s): ', run.output).split(': ')[1].split(', ')) == \
+        sorted(LSTM_MOMENTS)
+    assert math.isfinite(float(re.search(r'Finished training epoch \d+ - loss: (\S+),', run.output).group(1)))
+    after = saved(tmp_path)
+    assert after['global_step'] == values['global_step'] + 3
+    assert set(LSTM_MOMENTS) < set(after) and not set(OPAQUE_MOMENTS) & set(after)   # our layout from now on
+    np.testing.assert_allclose(after[LSTM + 'kernel'], values[LSTM + 'kernel'], atol=1e-3)
+    # Tested apart: in one run with --test_files, the test would load from --load_checkpoint_dir (as DeepSpeech 0.9)
+    run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', tmp_path / 'checkpoints', '--test_files', SMOKE_CSV,
+                   '--load_evaluate', 'last', '--test_output_file', tmp_path / 'results.json')
+    tuned = json.loads((tmp_path / 'results.json').read_text())
+    assert [r['res'] for r in tuned] == [r['res'] for r in results]
+
+
+def test_without_load_cudnn_the_error_names_the_flag(release, tmp_path):
+    run = fine_tune(release, tmp_path, check=False)
+    error = line_with('lacks variable(s)', run.output)
+    assert run.returncode == 1 and all(name in error for name in LSTM_MOMENTS)
+    assert 'add --load_cudnn' in error and 'Training from global step' not in run.output
+
+
+def test_load_cudnn_still_fails_on_any_other_missing_variable(source, tmp_path):
+    """DeepSpeech 0.9 let any variable named *Adam* go missing; only the LSTM's moments may."""
+    release = write_release_layout(source[0], tmp_path, leave_out=['layer_2/bias/Adam', 'beta1_power'])
+    run = fine_tune(release, tmp_path / 'out', '--load_cudnn', check=False)
+    error = line_with('lacks variable(s)', run.output)
+    assert run.returncode == 1 and 'beta1_power' in error and 'layer_2/bias/Adam' in error
+    assert LSTM not in error and '--load_cudnn' not in error
+
+
+def test_drop_source_layers_with_load_cudnn_moves_to_another_alphabet(source, tmp_path):
+    """An older release without a learning_rate variable (DeepSpeech 0.9 accepted those too)."""
+    release = write_release_layout(source[0], tmp_path / 'release', leave_out=['learning_rate'])
+    run = fine_tune(release, tmp_path, '--load_cudnn', '--drop_source_layers', 1, '--alphabet_config_path',
+                    other_alphabet(tmp_path), '--learning_rate', 0)
+    assert 'Initialised 6 dropped variable(s)' in run.output
+    after = saved(tmp_path)
+    assert after['layer_6/weights'].shape == (N_HIDDEN, 31) and after['learning_rate'] == 0
+    for name in ('layer_1/weights', LSTM + 'kernel', 'layer_5/bias'):
+        np.testing.assert_array_equal(after[name], source[0][name])
+
+
+def test_two_ranks_drop_source_layers_with_load_cudnn_and_only_rank_0_reads(source, release, tmp_path):
+    trace_dir = tmp_path / 'traces'
+    trace_dir.mkdir()
+    flags = fine_tune_flags(release, tmp_path, '--load_cudnn', '--drop_source_layers', 1, '--learning_rate', 0,
+                            '--force_initialize_learning_rate', '--alphabet_config_path', other_alphabet(tmp_path))
+    run_horovod(2, *flags, wrapper=[TRACE], env={'TRACE_DIR': str(trace_dir)}, timeout=240)
+    after = saved(tmp_path)
+    assert after['global_step'] == source[0]['global_step'] + 1     # 3 samples, 2 ranks x batch 1
+    assert after['layer_6/weights'].shape == (N_HIDDEN, 31)
+    np.testing.assert_array_equal(after[LSTM + 'kernel'], source[0][LSTM + 'kernel'])
+    assert [c for c in traced_calls(trace_dir, 1) if str(release) in c] == []
+    assert [c for c in traced_calls(trace_dir, 0) if str(release) in c]
