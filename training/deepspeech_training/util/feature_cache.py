@@ -44,6 +44,7 @@ class FeatureCache:
             log_warn('Feature cache {} is shorter than its index says: recomputing'.format(path))
             self.entries, self.built_epoch = {}, None
         self.data = open(path, 'a+b')
+        self.dirty = False       # entries added since the last save
         self.size = self._indexed_bytes()
         self.data.truncate(self.size)    # bytes appended after the last save belong to no entry
 
@@ -100,13 +101,18 @@ class FeatureCache:
             self.data.write(np.ascontiguousarray(features, np.float32).tobytes())
             self.entries[index] = (self.size, len(features))
             self.size += len(features) * self.n_input * 4
+            self.dirty = True
 
     def save(self):
-        """Make what was computed so far durable: data first, then the index that points into it."""
+        """Make what was computed so far durable: data first, then the index that points into it. An
+        epoch that added nothing (every epoch once all is cached) costs nothing: no fsync."""
         with self.lock:
+            if not self.dirty:
+                return
             self.data.flush()
             os.fsync(self.data.fileno())
             self._write_index()
+            self.dirty = False
 
     def _write_index(self):
         temporary = self.path + '.json.tmp'
