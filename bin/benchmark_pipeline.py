@@ -74,14 +74,12 @@ def parse_trainer_flags(config):
 
 def fetch_all(session, input_set, batch):
     """Every batch of one epoch of `input_set` (no training), and the seconds it took."""
-    import tensorflow as tf
     session.run(input_set.initializer, {input_set.epoch: 0})
-    started, values = time.perf_counter(), []
-    while True:
-        try:
-            values.append(session.run(batch))
-        except tf.errors.OutOfRangeError:
-            return values, time.perf_counter() - started
+    input_set.position = None    # what run_set starts from next: unknown after this
+    feed = input_set.select(session)
+    started = time.perf_counter()
+    values = [session.run(batch, feed) for _ in range(input_set.n_batches(0))]
+    return values, time.perf_counter() - started
 
 
 def timed_epoch(session, input_set, forward, fetches, feed):

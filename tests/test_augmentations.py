@@ -146,7 +146,7 @@ def test_only_training_samples_are_augmented(alphabet):
             features = {}
             for input_set in (training, plain, dev):
                 session.run(input_set.initializer)
-                features[input_set.name] = session.run(batch[2])
+                features[input_set.name] = session.run(batch[2], input_set.select(session))
     assert not np.allclose(features['augmented'], features['plain'])
     np.testing.assert_array_equal(features['dev'], features['plain'])
 

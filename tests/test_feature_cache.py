@@ -39,11 +39,9 @@ def epoch_features(records, cache, epochs):
                 before = len(reader.paths)
                 session.run(iterator.initializer, {epoch: e})
                 features = []
-                while True:
-                    try:
-                        features.append(session.run(batch[2]))
-                    except tfv1.errors.OutOfRangeError:
-                        break
+                for _ in train_batches(len(records), 2):
+                    weights, windows = session.run([batch[1], batch[2]])
+                    features.append(windows[weights > 0])    # without a padded last batch's padding
                 if cache:
                     cache.save()
                 results.append((features, reader.paths[before:]))

@@ -246,6 +246,8 @@ def train(dist, config, train_records, dev_sets):
             """The epochs from `state` on; run again after each elastic reset, with the new ranks."""
             logging.configure(dist.rank, dist.size, FLAGS.show_progressbar)
             checkpointer.is_chief = dist.is_chief   # after a reset rank 0 may be another process
+            for input_set in [training] + validations:
+                input_set.position = None   # after a reset the plans are the new ranks': start anew
             if state.epoch is None:
                 state.epoch = session.run(global_step) // training.n_batches()
                 state.end_epoch = state.epoch + FLAGS.epochs
@@ -287,7 +289,7 @@ def validate(session, validations, forward, dist, epoch):
     """Sample-weighted mean dev loss over all dev sets and all ranks (the same on every rank)."""
     totals = []
     for validation in validations:
-        loss_sum, count = dist.sum(session, run_set(session, validation, forward))
+        loss_sum, count = dist.sum(session, run_set(session, validation, forward, epoch))
         log_info('Finished {} epoch {} - loss: {:.6f}'.format(validation.name, epoch, loss_sum / count))
         totals.append((loss_sum, count))
     return sum(t[0] for t in totals) / sum(t[1] for t in totals)

@@ -1,10 +1,15 @@
 """tf.data input: this rank's sample records -> audio -> MFCC frames -> padded batches -> context windows.
 
 A dataset is built from a *batch plan* (lists of record indices, see batching.py) computed in Python
-when its iterator is initialised, so only the audio of this rank's batches is ever opened. Each
-element carries the sample's index and weight (0 for evaluation padding) so metrics can mask padding
-and results can be gathered by index.
+epoch by epoch, so only the audio of this rank's batches is ever opened. Each element carries the
+sample's index and weight (0 for padding) so metrics can mask padding and results can be gathered by
+index. A dataset runs on from epoch to epoch (`endless`): its iterator is initialised once per run,
+not once per epoch (that took ~100 ms, twice an epoch with validation: most of an epoch of a small
+run; measured with bin/benchmark_small_runs.py --breakdown), and each epoch's first batches are ready
+when it starts. Its batches are all full (a short last batch is padded), so none spans two epochs.
 """
+import itertools
+
 import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
@@ -72,43 +77,58 @@ def changed_audio_error(message):
     return None
 
 
+def endless(feature_cache):
+    """Whether a dataset runs on from epoch to epoch: not with a feature cache, whose epochs (lookups,
+    --cache_for_epochs) must be the trainer's, while an endless dataset reads ahead into the next epoch."""
+    return feature_cache is None
+
+
 def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_sample_rate,
                    audio_reader=read_audio, augmenter=None, feature_cache=None):
-    """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths).
+    """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths): the
+    batches of `plan_fn(epoch)` (this rank's batches of an epoch), epoch after epoch if it is endless
+    (see `endless`), else of that one epoch.
 
-    `plan_fn(epoch)` gives this rank's batches for an epoch; `epoch` and `first_batch` (where an epoch
-    resumes after an elastic reset) are fed through the placeholders returned alongside the dataset
-    when its iterator is initialised. An `augmenter` (training only) changes each sample, seeded by
-    (random seed, epoch, sample index). With a `feature_cache` a sample whose features are cached is
-    not read again; the others are computed and stored."""
+    `epoch` and `first_batch` (where an epoch resumes after an elastic reset), fed through the
+    placeholders returned alongside the dataset when its iterator is initialised, say where it starts.
+    An `augmenter` (training only) changes each sample, seeded by (random seed, epoch, sample index).
+    With a `feature_cache` a sample whose features are cached is not read again; the others are
+    computed and stored."""
+    runs_on = endless(feature_cache)
     epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='epoch')
     first_batch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='first_batch')
     silence = np.zeros(config.audio_window_samples, np.float32)
     no_audio, no_features = np.zeros(0, np.float32), np.zeros((0, config.n_input), np.float32)
 
-    def generate(epoch_value, first_batch_value):
-        epoch_value = int(epoch_value)
-        if feature_cache:
-            feature_cache.start_epoch(epoch_value)
-        plan = plan_fn(epoch_value)
-        for number, batch in enumerate(plan[int(first_batch_value):], int(first_batch_value)):
-            for index in batch:
-                if index == PADDING:
-                    yield -1, 0.0, silence, np.zeros(1, np.int32), 0, 0.0, no_features, False
-                    continue
-                record = records[index]
-                labels = np.asarray(record.labels, np.int32)
-                cached = feature_cache.get(index) if feature_cache else None
-                if cached is not None:
-                    yield index, 1.0, no_audio, labels, 0, 0.0, cached, True
-                    continue
-                audio = read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate)
-                seed, clock = 0, 0.0
-                if augmenter:
-                    seed = augmentations.sample_seed(augmenter.random_seed, epoch_value, index)
-                    clock = augmenter.clock(epoch_value, number / len(plan))
-                    audio = augmenter.augment_audio(audio, sample_rate, seed, clock)
-                yield index, 1.0, audio, labels, seed, clock, no_features, False
+    def element(index, epoch_value, progress):
+        """Sample `index` for the pipeline (`progress`: how far into the epoch, 0..1): its cached
+        features, or its (augmented) audio."""
+        if index == PADDING:
+            return -1, 0.0, silence, np.zeros(1, np.int32), 0, 0.0, no_features, False
+        record = records[index]
+        labels = np.asarray(record.labels, np.int32)
+        cached = feature_cache.get(index) if feature_cache else None
+        if cached is not None:
+            return index, 1.0, no_audio, labels, 0, 0.0, cached, True
+        audio = read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate)
+        seed, clock = 0, 0.0
+        if augmenter:
+            seed = augmentations.sample_seed(augmenter.random_seed, epoch_value, index)
+            clock = augmenter.clock(epoch_value, progress)
+            audio = augmenter.augment_audio(audio, sample_rate, seed, clock)
+        return index, 1.0, audio, labels, seed, clock, no_features, False
+
+    def generate(start_epoch, first_batch_value):
+        first_batch_value = int(first_batch_value)
+        for epoch_value in itertools.count(int(start_epoch)) if runs_on else [int(start_epoch)]:
+            if feature_cache:
+                feature_cache.start_epoch(epoch_value)
+            plan = plan_fn(epoch_value)
+            for number, batch in enumerate(plan[first_batch_value:], first_batch_value):
+                padding = [PADDING] * (batch_size - len(batch)) if runs_on else []
+                for index in batch + padding:
+                    yield element(index, epoch_value, number / len(plan))
+            first_batch_value = 0
 
     signature = (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32), tf.TensorSpec([None], tf.float32),
                  tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
