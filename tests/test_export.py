@@ -4,6 +4,7 @@ Coqui stt 1.4.0 for .tflite; bin/setup_clients.sh installs them), one-shot and s
 without a scorer."""
 import json
 import os
+import struct
 import sys
 import zipfile
 
@@ -15,6 +16,7 @@ import tensorflow.compat.v1 as tfv1
 from conftest import (ALPHABET, ROOT, SMOKE_SINGLE_CSV, make_scorer, run_command, run_deepspeech,
                       tiny_model_flags)
 from deepspeech_training.evaluate import greedy_decode
+from tensorflow.core.util.memmapped_file_system_pb2 import MemmappedFileSystemDirectory
 from deepspeech_training.util.audio import read_audio
 from deepspeech_training.util.text import load_alphabet
 
@@ -84,12 +86,14 @@ def test_one_shot_infer_prints_the_transcript_after_overfitting(exported):
     assert exported[1] == 'good morning'
 
 
+def read_graph(path):
+    return tfv1.GraphDef.FromString(path.read_bytes())
+
+
 def test_frozen_graph_streamed_in_chunks_transcribes_like_the_checkpoint(exported):
-    graph_def = tfv1.GraphDef()
-    graph_def.ParseFromString((exported[0] / 'output_graph.pb').read_bytes())
     graph = tf.Graph()
     with graph.as_default():
-        tf.import_graph_def(graph_def, name='')
+        tf.import_graph_def(read_graph(exported[0] / 'output_graph.pb'), name='')
     with tfv1.Session(graph=graph) as session:
         def mfcc(window):
             return session.run('mfccs:0', {'input_samples:0': window})[0]
@@ -105,6 +109,25 @@ def test_frozen_graph_streamed_in_chunks_transcribes_like_the_checkpoint(exporte
                                 'metadata_feature_win_step:0', 'metadata_beam_width:0'])
         assert [m[0] for m in metadata] == [6, 16000, 32, 20, 500]
         assert session.run('metadata_alphabet:0')[0] == load_alphabet(ALPHABET).Serialize()
+
+
+def test_pbmm_is_the_pb_graph_with_its_weights_in_mapped_regions(exported):
+    """TensorFlow's memmapped package: 64-byte aligned regions, the graph last, then the directory and
+    its offset; large constants are ImmutableConst nodes whose regions hold the .pb's values."""
+    package = (exported[0] / 'output_graph.pbmm').read_bytes()
+    directory_offset, = struct.unpack('<Q', package[-8:])
+    directory = MemmappedFileSystemDirectory.FromString(package[directory_offset:-8]).element
+    regions = {e.name: package[e.offset:e.offset + e.length] for e in directory}
+    assert directory[-1].name == 'memmapped_package://.' and all(e.offset % 64 == 0 for e in directory[:-1])
+    mapped = tfv1.GraphDef.FromString(regions['memmapped_package://.'])
+    constants = {n.name: tf.make_ndarray(n.attr['value'].tensor)
+                 for n in read_graph(exported[0] / 'output_graph.pb').node if n.op == 'Const'}
+    immutable = [n for n in mapped.node if n.op == 'ImmutableConst']
+    assert len(immutable) == len(directory) - 1 >= 5   # at least the dense layers' weights
+    for node in immutable:
+        value = np.frombuffer(regions[node.attr['memory_region_name'].s.decode()],
+                              tf.as_dtype(node.attr['dtype'].type).as_numpy_dtype)
+        assert np.array_equal(value.reshape(constants[node.name].shape), constants[node.name])
 
 
 def test_tflite_model_streamed_in_chunks_transcribes_like_the_checkpoint(exported):

@@ -1,10 +1,14 @@
-"""Exported models with DeepSpeech 0.9's inference interface.
+"""Exported models with DeepSpeech 0.9's inference interface, for the released clients.
 
-The graph streams: each call takes `n_steps` context windows (`input_node` [batch, n_steps, 19, 26])
+The graph streams: each call takes `n_steps` context windows (`input_node` [1, n_steps, 19, 26])
 with their count (`input_lengths`) and the LSTM state of the previous call (`previous_state_c/h`), and
 returns per-frame character probabilities (`logits`, time-major) and the new state. `input_samples`
 -> `mfccs` computes one feature frame from one audio window, as DeepSpeech's native client feeds
 it. The `metadata_*` constants tell a client the sample rate, window, beam width and alphabet.
+
+Files: <name>.pb, a frozen GraphDef in the ops and dtypes the deepspeech 0.9.3 client's TensorFlow 2.3
+runtime carries (BlockLSTM for the LSTM); <name>.pbmm, the same graph with its weights memory-mapped
+(util/memmapped.py); <name>.tflite for deepspeech-tflite 0.9.3 and Coqui stt 1.4.0 (util/tflite_compat.py).
 """
 import json
 import os

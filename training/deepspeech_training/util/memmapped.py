@@ -6,6 +6,7 @@ bytes at a 64-byte aligned offset (a Const node becomes an ImmutableConst naming
 the GraphDef, then a MemmappedFileSystemDirectory proto listing every region, then the directory's
 offset as a little-endian uint64.
 """
+import copy
 import re
 import struct
 
@@ -40,7 +41,7 @@ def to_immutable(node, region, tensor_proto):
 
 def memmapped(graph_def, min_bytes=MIN_CONVERSION_BYTES):
     """The .pbmm bytes of a frozen graph: numeric constants of at least min_bytes are mapped regions."""
-    graph_def = tfv1.GraphDef.FromString(graph_def.SerializeToString())
+    graph_def = copy.deepcopy(graph_def)
     directory = MemmappedFileSystemDirectory()
     out, used = bytearray(), set()
 
