@@ -108,4 +108,6 @@ else
 fi
 flock -u 9
 "$ROOT/bin/build_kenlm.sh" "$ENV_DIR/bin/python" >/dev/null
+# The released DeepSpeech and Coqui STT clients the export tests run exported models in.
+"$ROOT/bin/setup_clients.sh" "$ENV_DIR/bin/python" >/dev/null
 echo "$ENV_DIR/bin/python"

@@ -17,6 +17,8 @@ SMOKE_SINGLE_CSV = os.path.join(SMOKE_DIR, 'smoke_test_single.csv')
 
 
 PYTHON_BIN = os.path.dirname(sys.executable)
+# bin/build_kenlm.sh puts KenLM's tools into the environment.
+KENLM_BIN = os.path.join(os.path.dirname(PYTHON_BIN), 'kenlm', 'bin')
 
 
 def run_command(command, timeout=600, check=True, env=None):
@@ -66,6 +68,20 @@ def make_corpus(out_dir, count, seed):
     run_command([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', out_dir,
                  '--count', count, '--seed', seed])
     return out_dir
+
+
+def make_scorer(text_file, out_dir, *package_flags):
+    """out_dir (a Path)/kenlm.scorer: a trigram KenLM scorer package of the text's 500 most frequent words
+    (small generated texts have no singletons, so Kneser-Ney needs --discount_fallback)."""
+    if not os.path.isfile(os.path.join(KENLM_BIN, 'lmplz')):
+        pytest.skip('KenLM tools not built: run bin/build_kenlm.sh')
+    run_command([sys.executable, os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt', text_file,
+                 '--output_dir', out_dir, '--top_k', 500, '--arpa_order', 3, '--max_arpa_memory', '64M',
+                 '--discount_fallback'])
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet', ALPHABET,
+                 '--lm', out_dir / 'lm.binary', '--vocab', out_dir / 'vocab-500.txt', '--package',
+                 out_dir / 'kenlm.scorer', *package_flags])
+    return out_dir / 'kenlm.scorer'
 
 
 def start_step(output):

@@ -6,22 +6,16 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SMOKE_CSV, run_command, run_deepspeech, tiny_model_flags
+from conftest import ROOT, SMOKE_CSV, make_scorer, run_command, run_deepspeech, tiny_model_flags
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 128
-
-
-def kenlm_bins():
-    return os.path.join(os.path.dirname(os.path.dirname(sys.executable)), 'kenlm', 'bin')
 
 
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):
     """A corpus, a scorer from its train transcripts (plus its word list), and an acoustic model
     trained just long enough to make errors a language model can fix."""
-    if not os.path.isfile(os.path.join(kenlm_bins(), 'lmplz')):
-        pytest.skip('KenLM tools not built: run bin/build_kenlm.sh')
     tmp_path = tmp_path_factory.mktemp('decoding')
     corpus, lm = tmp_path / 'corpus', tmp_path / 'lm'
     lm.mkdir()
@@ -29,15 +23,10 @@ def trained(tmp_path_factory):
                  '--count', 150, '--seed', 5])
     (lm / 'text.txt').write_text((corpus / 'train_sentences.txt').read_text() +
                                  (corpus / 'vocabulary.txt').read_text())
-    run_command([sys.executable, os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt', lm / 'text.txt',
-                 '--output_dir', lm, '--top_k', 500, '--arpa_order', 3, '--max_arpa_memory', '64M',
-                 '--discount_fallback'])
-    run_command([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet',
-                 os.path.join(ROOT, 'data', 'alphabet.txt'), '--lm', lm / 'lm.binary', '--vocab',
-                 lm / 'vocab-500.txt', '--package', lm / 'kenlm.scorer'])
+    scorer = make_scorer(lm / 'text.txt', lm)
     run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', corpus / 'train.csv', '--epochs', 40,
                    '--train_batch_size', 8, '--learning_rate', 0.002)
-    return tmp_path, corpus, lm / 'kenlm.scorer'
+    return tmp_path, corpus, scorer
 
 
 def measure_wer(trained, *scorer_flags):

@@ -1,6 +1,10 @@
-"""Exported models transcribe like the checkpoint they come from, streamed as DeepSpeech's client does."""
+"""Exported models transcribe like the checkpoint they come from: streamed as DeepSpeech's client does
+in TensorFlow, and in the released clients (deepspeech 0.9.3 for .pb/.pbmm, deepspeech-tflite 0.9.3 and
+Coqui stt 1.4.0 for .tflite; bin/setup_clients.sh installs them), one-shot and streamed, with and
+without a scorer."""
 import json
 import os
+import struct
 import sys
 import zipfile
 
@@ -9,29 +13,60 @@ import pytest
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from conftest import ALPHABET, ROOT, SMOKE_SINGLE_CSV, run_command, run_deepspeech, tiny_model_flags
+from conftest import (ALPHABET, ROOT, SMOKE_SINGLE_CSV, make_scorer, run_command, run_deepspeech,
+                      tiny_model_flags)
 from deepspeech_training.evaluate import greedy_decode
+from tensorflow.core.util.memmapped_file_system_pb2 import MemmappedFileSystemDirectory
 from deepspeech_training.util.audio import read_audio
 from deepspeech_training.util.text import load_alphabet
 
 pytestmark = pytest.mark.slow
 WAV = SMOKE_SINGLE_CSV.replace('smoke_test_single.csv', 'good_morning.wav')
 N_HIDDEN, N_STEPS, N_CONTEXT = 100, 16, 9
+CLIENTS_DIR = os.environ.get('DS_CLIENTS_DIR', os.path.join(sys.prefix, 'clients'))
+# client environment -> its command and Python module; the model file each runs
+CLIENTS = {'deepspeech': 'deepspeech', 'deepspeech-tflite': 'deepspeech', 'stt': 'stt'}
+CLIENT_MODELS = [('deepspeech', 'pb'), ('deepspeech', 'pbmm'), ('deepspeech-tflite', 'tflite'), ('stt', 'tflite')]
+# Decoding as the clients do without (greedy) and with the scorer: beam width, alpha, beta.
+GREEDY, SCORED = ('1',), ('32', '0.75', '1.85')
+SCORER_TEXT = 'good morning\nhello world\nthe cat sat\ngood morning my friend\nhello good world\n' * 3
+MMAP_WARNING = 'reading entire model file into memory'
 
 
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
-    """Overfit one utterance, export .pb, .tflite and .zip, and transcribe it with --one_shot_infer."""
+    """Overfit one utterance, export .pb, .pbmm, .tflite and .zip, and transcribe it with --one_shot_infer."""
     tmp_path = tmp_path_factory.mktemp('export')
     run = run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 200,
                          '--load_evaluate', 'last', '--export_dir', tmp_path / 'export', '--export_zip',
-                         '--export_model_name', 'smoke', '--one_shot_infer', WAV, '--beam_width', 1)
+                         '--export_model_name', 'smoke', '--one_shot_infer', WAV, '--beam_width', GREEDY[0])
     return tmp_path / 'export', run.output.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope='module')
+def scored(exported, tmp_path_factory):
+    """A scorer knowing the utterance's words, and --one_shot_infer's transcript with it."""
+    lm = tmp_path_factory.mktemp('lm')
+    (lm / 'text.txt').write_text(SCORER_TEXT)
+    scorer = make_scorer(lm / 'text.txt', lm)
+    beam_width, alpha, beta = SCORED
+    run = run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', exported[0].parent / 'checkpoints',
+                         '--load_evaluate', 'last', '--one_shot_infer', WAV, '--scorer_path', scorer,
+                         '--beam_width', beam_width, '--lm_alpha', alpha, '--lm_beta', beta)
+    return scorer, run.output.strip().splitlines()[-1]
+
+
+def client_python(client):
+    python = os.path.join(CLIENTS_DIR, client, 'bin', 'python')
+    if not os.path.isfile(os.path.join(CLIENTS_DIR, '.complete')):
+        pytest.skip('released clients not installed in {}: run bin/setup_clients.sh'.format(CLIENTS_DIR))
+    return python
 
 
 def stream(run_chunk, mfcc_of_window):
     """DeepSpeech's client loop: one MFCC frame per audio window, context windows with 9 zero frames
-    at both ends, n_steps windows per call, the LSTM state carried from call to call."""
+    at both ends, n_steps windows per call (the last one zero-padded), the LSTM state carried from
+    call to call. run_chunk -> logits [n_steps, classes] and the new state."""
     audio = read_audio(WAV, 16000)
     frames = np.stack([mfcc_of_window(audio[s:s + 512]) for s in range(0, len(audio) - 512 + 1, 320)])
     padded = np.concatenate([np.zeros((N_CONTEXT, 26)), frames, np.zeros((N_CONTEXT, 26))])
@@ -43,7 +78,7 @@ def stream(run_chunk, mfcc_of_window):
         length = len(chunk)
         chunk = np.concatenate([chunk, np.zeros((N_STEPS - length,) + chunk.shape[1:], np.float32)])
         logits, state = run_chunk(chunk[np.newaxis], np.array([length], np.int32), state)
-        probs.append(logits[:length, 0])
+        probs.append(logits[:length])
     return greedy_decode(np.concatenate(probs), load_alphabet(ALPHABET))
 
 
@@ -51,12 +86,14 @@ def test_one_shot_infer_prints_the_transcript_after_overfitting(exported):
     assert exported[1] == 'good morning'
 
 
+def read_graph(path):
+    return tfv1.GraphDef.FromString(path.read_bytes())
+
+
 def test_frozen_graph_streamed_in_chunks_transcribes_like_the_checkpoint(exported):
-    graph_def = tfv1.GraphDef()
-    graph_def.ParseFromString((exported[0] / 'output_graph.pb').read_bytes())
     graph = tf.Graph()
     with graph.as_default():
-        tf.import_graph_def(graph_def, name='')
+        tf.import_graph_def(read_graph(exported[0] / 'output_graph.pb'), name='')
     with tfv1.Session(graph=graph) as session:
         def mfcc(window):
             return session.run('mfccs:0', {'input_samples:0': window})[0]
@@ -65,7 +102,7 @@ def test_frozen_graph_streamed_in_chunks_transcribes_like_the_checkpoint(exporte
             logits, c, h = session.run(['logits:0', 'new_state_c:0', 'new_state_h:0'], {
                 'input_node:0': windows, 'input_lengths:0': length, 'previous_state_c:0': state[0],
                 'previous_state_h:0': state[1]})
-            return logits, (c, h)
+            return logits[:, 0], (c, h)
 
         assert stream(run_chunk, mfcc) == exported[1]
         metadata = session.run(['metadata_version:0', 'metadata_sample_rate:0', 'metadata_feature_win_len:0',
@@ -74,20 +111,40 @@ def test_frozen_graph_streamed_in_chunks_transcribes_like_the_checkpoint(exporte
         assert session.run('metadata_alphabet:0')[0] == load_alphabet(ALPHABET).Serialize()
 
 
+def test_pbmm_is_the_pb_graph_with_its_weights_in_mapped_regions(exported):
+    """TensorFlow's memmapped package: 64-byte aligned regions, the graph last, then the directory and
+    its offset; large constants are ImmutableConst nodes whose regions hold the .pb's values."""
+    package = (exported[0] / 'output_graph.pbmm').read_bytes()
+    directory_offset, = struct.unpack('<Q', package[-8:])
+    directory = MemmappedFileSystemDirectory.FromString(package[directory_offset:-8]).element
+    regions = {e.name: package[e.offset:e.offset + e.length] for e in directory}
+    assert directory[-1].name == 'memmapped_package://.' and all(e.offset % 64 == 0 for e in directory[:-1])
+    mapped = tfv1.GraphDef.FromString(regions['memmapped_package://.'])
+    constants = {n.name: tf.make_ndarray(n.attr['value'].tensor)
+                 for n in read_graph(exported[0] / 'output_graph.pb').node if n.op == 'Const'}
+    immutable = [n for n in mapped.node if n.op == 'ImmutableConst']
+    assert len(immutable) == len(directory) - 1 >= 5   # at least the dense layers' weights
+    for node in immutable:
+        value = np.frombuffer(regions[node.attr['memory_region_name'].s.decode()],
+                              tf.as_dtype(node.attr['dtype'].type).as_numpy_dtype)
+        assert np.array_equal(value.reshape(constants[node.name].shape), constants[node.name])
+
+
 def test_tflite_model_streamed_in_chunks_transcribes_like_the_checkpoint(exported):
+    """As the TF Lite clients run it: no input_lengths, logits [n_steps, classes]."""
     interpreter = tf.lite.Interpreter(model_path=str(exported[0] / 'output_graph.tflite'))
     interpreter.allocate_tensors()
     inputs = {d['name']: d['index'] for d in interpreter.get_input_details()}
     outputs = {d['name']: d['index'] for d in interpreter.get_output_details()}
+    assert set(inputs) == {'input_node', 'previous_state_c', 'previous_state_h', 'input_samples'}
 
     def mfcc(window):
         interpreter.set_tensor(inputs['input_samples'], window)
         interpreter.invoke()
         return interpreter.get_tensor(outputs['mfccs'])[0]
 
-    def run_chunk(windows, length, state):
-        for name, value in (('input_node', windows), ('input_lengths', length), ('previous_state_c', state[0]),
-                            ('previous_state_h', state[1])):
+    def run_chunk(windows, _, state):
+        for name, value in (('input_node', windows), ('previous_state_c', state[0]), ('previous_state_h', state[1])):
             interpreter.set_tensor(inputs[name], value)
         interpreter.invoke()
         return (interpreter.get_tensor(outputs['logits']),
@@ -96,9 +153,51 @@ def test_tflite_model_streamed_in_chunks_transcribes_like_the_checkpoint(exporte
     assert stream(run_chunk, mfcc) == exported[1]
 
 
+@pytest.fixture(params=['greedy', 'scorer'])
+def decoding(request, exported):
+    """Our transcript and the client arguments that decode as we did: beam width[, scorer, alpha, beta]."""
+    if request.param == 'greedy':
+        return exported[1], list(GREEDY)
+    scorer, transcript = request.getfixturevalue('scored')
+    return transcript, [SCORED[0], scorer, SCORED[1], SCORED[2]]
+
+
+def run_client_command(client, model, audio, beam_width, scorer=None, alpha=None, beta=None):
+    """The client's command line, as a user runs it; its output."""
+    python = client_python(client)
+    flags = ['--scorer', scorer, '--lm_alpha', alpha, '--lm_beta', beta] if scorer else []
+    return run_command([python, os.path.join(os.path.dirname(python), CLIENTS[client]), '--model', model,
+                        '--audio', audio, '--beam_width', beam_width, *flags], timeout=120).output
+
+
+@pytest.mark.parametrize('client, model', CLIENT_MODELS)
+def test_client_command_transcribes_like_one_shot_infer(exported, decoding, client, model):
+    """... and a .pbmm is mapped, not read into memory."""
+    output = run_client_command(client, exported[0] / ('output_graph.' + model), WAV, *decoding[1])
+    assert output.strip().splitlines()[-2] == decoding[0]   # the last line is the inference time
+    assert (MMAP_WARNING in output) == (model == 'pb')
+
+
+@pytest.mark.parametrize('client, model', CLIENT_MODELS)
+def test_client_stream_fed_in_chunks_transcribes_like_one_shot_infer(exported, decoding, client, model):
+    run = run_command([client_python(client), os.path.join(ROOT, 'tests', 'helpers', 'client_stream.py'),
+                       CLIENTS[client], exported[0] / ('output_graph.' + model), WAV, 7, *decoding[1]], timeout=120)
+    assert run.output.strip().splitlines()[-1] == decoding[0]
+
+
+def test_unquantised_tflite_model_runs_in_the_clients(exported, tmp_path):
+    run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', exported[0].parent / 'checkpoints', '--load_evaluate',
+                   'last', '--export_dir', tmp_path, '--export_tflite', '--noexport_quantize')
+    unquantised = tmp_path / 'output_graph.tflite'
+    # float32 weights instead of int8 ones
+    assert unquantised.stat().st_size > 3 * (exported[0] / 'output_graph.tflite').stat().st_size
+    for client in ('deepspeech-tflite', 'stt'):
+        assert run_client_command(client, unquantised, WAV, *GREEDY).strip().splitlines()[-2] == exported[1]
+
+
 def test_zip_packs_the_models_and_their_metadata(exported):
     with zipfile.ZipFile(str(exported[0] / 'output_graph.zip')) as archive:
-        assert set(archive.namelist()) == {'output_graph.pb', 'output_graph.tflite', 'info.json'}
+        assert set(archive.namelist()) == {'output_graph.pb', 'output_graph.pbmm', 'output_graph.tflite', 'info.json'}
         info = json.loads(archive.read('info.json'))
     assert info['name'] == 'smoke' and info['sample_rate'] == 16000 and info['n_hidden'] == N_HIDDEN
 

@@ -1,10 +1,14 @@
-"""Exported models with DeepSpeech 0.9's inference interface.
+"""Exported models with DeepSpeech 0.9's inference interface, for the released clients.
 
-The graph streams: each call takes `n_steps` context windows (`input_node` [batch, n_steps, 19, 26])
+The graph streams: each call takes `n_steps` context windows (`input_node` [1, n_steps, 19, 26])
 with their count (`input_lengths`) and the LSTM state of the previous call (`previous_state_c/h`), and
 returns per-frame character probabilities (`logits`, time-major) and the new state. `input_samples`
 -> `mfccs` computes one feature frame from one audio window, as DeepSpeech's native client feeds
 it. The `metadata_*` constants tell a client the sample rate, window, beam width and alphabet.
+
+Files: <name>.pb, a frozen GraphDef in the ops and dtypes the deepspeech 0.9.3 client's TensorFlow 2.3
+runtime carries (BlockLSTM for the LSTM); <name>.pbmm, the same graph with its weights memory-mapped
+(util/memmapped.py); <name>.tflite for deepspeech-tflite 0.9.3 and Coqui stt 1.4.0 (util/tflite_compat.py).
 """
 import json
 import os
@@ -19,6 +23,8 @@ from .util.checkpoints import Checkpointer
 from .util.feeding import audio_to_features
 from .util.flags import FLAGS
 from .util.logging import log_info
+from .util.memmapped import memmapped
+from .util.tflite_compat import for_released_clients
 
 # DeepSpeech 0.9's native client accepts graphs of this version.
 GRAPH_VERSION = 6
@@ -28,18 +34,21 @@ METADATA_NAMES = ['metadata_version', 'metadata_sample_rate', 'metadata_feature_
                   'metadata_feature_win_step', 'metadata_beam_width', 'metadata_alphabet']
 
 
-def create_inference_graph(config, batch_size=1, n_steps=16, lstm=fused_lstm):
-    """Placeholders and outputs named as DeepSpeech 0.9's, in the default graph."""
+def create_inference_graph(config, n_steps=16, tflite=False):
+    """Placeholders and outputs named as DeepSpeech 0.9's, in the default graph, batch size 1.
+
+    The TF Lite graph is DeepSpeech's too: the TF Lite clients feed no `input_lengths`, so the LSTM
+    runs all n_steps (unrolled: TF Lite has no BlockLSTM; a partial last chunk's extra steps only
+    change the state after it, which is never used) and `logits` are [n_steps, classes]."""
     samples = tfv1.placeholder(tf.float32, [config.audio_window_samples], 'input_samples')
     tf.identity(audio_to_features(samples, FLAGS.audio_sample_rate, config), name='mfccs')
-    windows = tfv1.placeholder(tf.float32, [batch_size, n_steps, config.window_width, config.n_input],
-                               'input_node')
-    lengths = tfv1.placeholder(tf.int32, [batch_size], 'input_lengths')
-    state = (tfv1.placeholder(tf.float32, [batch_size, config.n_hidden], 'previous_state_c'),
-             tfv1.placeholder(tf.float32, [batch_size, config.n_hidden], 'previous_state_h'))
+    windows = tfv1.placeholder(tf.float32, [1, n_steps, config.window_width, config.n_input], 'input_node')
+    lengths = None if tflite else tfv1.placeholder(tf.int32, [1], 'input_lengths')
+    state = (tfv1.placeholder(tf.float32, [1, config.n_hidden], 'previous_state_c'),
+             tfv1.placeholder(tf.float32, [1, config.n_hidden], 'previous_state_h'))
     logits, (new_c, new_h) = create_model(windows, lengths, config, [0.0] * 6, FLAGS.relu_clip, initial_state=state,
-                                          lstm=lstm)
-    tf.nn.softmax(logits, name='logits')
+                                          lstm=unrolled_lstm if tflite else fused_lstm)
+    tf.nn.softmax(tf.squeeze(logits, [1]) if tflite else logits, name='logits')
     tf.identity(new_c, name='new_state_c')
     tf.identity(new_h, name='new_state_h')
     tfv1.train.get_or_create_global_step()
@@ -55,10 +64,10 @@ def add_metadata(config):
     tf.constant([config.alphabet.Serialize()], name='metadata_alphabet')
 
 
-def frozen_graph(config, lstm):
+def frozen_graph(config, tflite=False):
     """The inference graph with the --load_evaluate checkpoint's values as constants."""
     tfv1.reset_default_graph()
-    create_inference_graph(config, batch_size=1, n_steps=FLAGS.n_steps, lstm=lstm)
+    create_inference_graph(config, n_steps=FLAGS.n_steps, tflite=tflite)
     add_metadata(config)
     checkpointer = Checkpointer(config.load_checkpoint_dir, config.save_checkpoint_dir, 1, is_chief=True)
     with tfv1.Session() as session:
@@ -69,32 +78,40 @@ def frozen_graph(config, lstm):
 
 
 def export(config):
-    """Freeze the --load_evaluate checkpoint into <export_dir>/<export_file_name>.pb (and .tflite, .zip)."""
+    """Freeze the --load_evaluate checkpoint into <export_dir>/<export_file_name>.pb and .pbmm (and
+    .tflite, .zip)."""
     os.makedirs(FLAGS.export_dir, exist_ok=True)
     base = os.path.join(FLAGS.export_dir, FLAGS.export_file_name)
-    write_atomically(base + '.pb', frozen_graph(config, fused_lstm).SerializeToString())
-    log_info('Exported model to {}.pb'.format(base))
-    files = [base + '.pb']
+    graph = frozen_graph(config)
+    write_atomically(base + '.pb', graph.SerializeToString())
+    write_atomically(base + '.pbmm', memmapped(graph))
+    log_info('Exported model to {0}.pb and {0}.pbmm'.format(base))
+    files = [base + '.pb', base + '.pbmm']
     if FLAGS.export_tflite or FLAGS.export_zip:
-        # TF Lite has no fused LSTM op: the same cell, unrolled over n_steps.
-        write_atomically(base + '.tflite', to_tflite(frozen_graph(config, unrolled_lstm)))
-        log_info('Exported TensorFlow Lite model to {}.tflite'.format(base))
+        write_atomically(base + '.tflite', to_tflite(frozen_graph(config, tflite=True), FLAGS.export_quantize))
+        log_info('Exported TensorFlow Lite model to {}.tflite{}'.format(
+            base, ' (quantised)' if FLAGS.export_quantize else ''))
         files.append(base + '.tflite')
     if FLAGS.export_zip:
         package(base, files, config)
 
 
-def to_tflite(frozen):
-    """TF Lite flatbuffer; the MFCC ops, which TF Lite lacks, run as select TensorFlow ops."""
+def to_tflite(frozen, quantize):
+    """TF Lite flatbuffer in builtin ops, AudioSpectrogram and Mfcc as the custom ops the DeepSpeech and
+    Coqui STT TF Lite runtimes carry (their options: the TensorFlow attributes as a FlexBuffer map);
+    weights dynamic-range quantised to 8 bits if `quantize`, as DeepSpeech's releases were."""
     graph = tf.Graph()
     with graph.as_default():
         tf.import_graph_def(frozen, name='')
+    inputs = [n for n in INPUT_NAMES if n != 'input_lengths']
     with tfv1.Session(graph=graph) as session:
         converter = tfv1.lite.TFLiteConverter.from_session(
-            session, [graph.get_tensor_by_name(n + ':0') for n in INPUT_NAMES],
-            [graph.get_tensor_by_name(n + ':0') for n in OUTPUT_NAMES])
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
-        return converter.convert()
+            session, [graph.get_tensor_by_name(n + ':0') for n in inputs],
+            [graph.get_tensor_by_name(n + ':0') for n in OUTPUT_NAMES + METADATA_NAMES])
+        converter.allow_custom_ops = True
+        if quantize:
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        return for_released_clients(converter.convert())
 
 
 def package(base, files, config):

@@ -34,9 +34,22 @@ def lstm_variables(n_input, n_cell):
     return kernel, bias
 
 
+def size(x, axis):
+    """x's size along axis: a number where the shape is static (exported graphs, so that the released
+    DeepSpeech client, whose runtime lacks StridedSlice, need not slice a shape), else a tensor."""
+    return tf.compat.dimension_value(x.shape[axis]) or tf.shape(x)[axis]
+
+
 def zero_state(x, n_cell):
-    zeros = tf.zeros([tf.shape(x)[1], n_cell], x.dtype)
+    zeros = tf.zeros([size(x, 1), n_cell], x.dtype)
     return zeros, zeros
+
+
+def final_state(initial, states, seq_length):
+    """Each sequence's state after its seq_length steps (the initial state for length 0), picked from
+    states [T, B, n] as DeepSpeech's LSTMBlockFusedCell does, in ops the 0.9 client runs."""
+    with_initial = tf.concat([tf.expand_dims(initial, 0), states], 0)
+    return tf.gather_nd(with_initial, tf.stack([seq_length, tf.range(size(states, 1))], axis=1))
 
 
 def fused_lstm(x, seq_length, n_cell, initial_state=None):
@@ -48,13 +61,13 @@ def fused_lstm(x, seq_length, n_cell, initial_state=None):
         seq_len_max=tf.cast(tf.reduce_max(seq_length), tf.int64), x=x, cs_prev=c_prev, h_prev=h_prev, w=kernel,
         wci=no_peephole, wcf=no_peephole, wco=no_peephole, b=bias, forget_bias=0.0, cell_clip=-1.0,
         use_peephole=False)
-    last = tf.stack([tf.maximum(seq_length - 1, 0), tf.range(tf.shape(x)[1])], axis=1)
-    return h, (tf.gather_nd(cs, last), tf.gather_nd(h, last))
+    return h, (final_state(c_prev, cs, seq_length), final_state(h_prev, h, seq_length))
 
 
 def unrolled_lstm(x, seq_length, n_cell, initial_state=None):
     """The same cell unrolled over a static number of steps in plain matmuls, for TF Lite (which has
-    no BlockLSTM); steps beyond a sequence's length keep its state."""
+    no BlockLSTM); steps beyond a sequence's length keep its state. Without seq_length every step
+    runs, as in DeepSpeech's TF Lite graph, which the clients feed no lengths."""
     kernel, bias = lstm_variables(x.shape[-1], n_cell)
     c, h = initial_state or zero_state(x, n_cell)
     outputs = []
@@ -63,8 +76,11 @@ def unrolled_lstm(x, seq_length, n_cell, initial_state=None):
         i, candidate, f, o = tf.split(gates, 4, axis=1)   # BlockLSTM's gate order, forget bias 0
         new_c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(candidate)
         new_h = tf.sigmoid(o) * tf.tanh(new_c)
-        running = tf.expand_dims(t < seq_length, 1)
-        c, h = tf.where(running, new_c, c), tf.where(running, new_h, h)
+        if seq_length is None:
+            c, h = new_c, new_h
+        else:
+            running = tf.expand_dims(t < seq_length, 1)
+            c, h = tf.where(running, new_c, c), tf.where(running, new_h, h)
         outputs.append(new_h)
     return tf.stack(outputs), (c, h)
 
@@ -137,8 +153,7 @@ def scan_lstm(x, seq_length, n_cell, initial_state=None):
         return (tf.pad(h_seq, pad_to_time), tf.pad(cs_seq, pad_to_time)), grad
 
     h, cs = lstm(x, c_prev, h_prev, tf.convert_to_tensor(kernel), tf.convert_to_tensor(bias))
-    last = tf.stack([tf.maximum(seq_length - 1, 0), tf.range(batch)], axis=1)
-    return h, (tf.gather_nd(cs, last), tf.gather_nd(h, last))
+    return h, (final_state(c_prev, cs, seq_length), final_state(h_prev, h, seq_length))
 
 
 # --lstm_impl values. Checkpoints are interchangeable: the same variables, cell and final state.
@@ -158,7 +173,7 @@ def create_model(windows, seq_length, config, dropout_rates, relu_clip=20.0, ini
 
     dropout_rates: six scalars (tensors), for layers 1, 2, 3, 4 (LSTM output), 5 and, as in
     DeepSpeech 0.9, the input of layer 6 (applied after layer 5's own rate)."""
-    batch = tf.shape(windows)[0]
+    batch = size(windows, 0)
     time_major = tf.transpose(windows, [1, 0, 2, 3])
     x = tf.reshape(time_major, [-1, config.window_width * config.n_input])
     layer_1 = dense('layer_1', x, config.n_hidden, dropout_rates[0], relu_clip=relu_clip)

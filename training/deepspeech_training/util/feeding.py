@@ -32,7 +32,8 @@ def audio_to_features(audio, sample_rate, config, augment=no_augmentation):
     signal = augment(augmentations.SIGNAL, tf.expand_dims(audio, -1), sample_rate / 1000.0)
     spectrogram = tf.raw_ops.AudioSpectrogram(input=signal, window_size=config.audio_window_samples,
                                               stride=config.audio_step_samples, magnitude_squared=True)
-    spectrogram = augment(augmentations.SPECTROGRAM, spectrogram[0], frames_per_ms)[tf.newaxis]
+    # squeeze and expand_dims, not slicing: the DeepSpeech 0.9 client's runtime has no StridedSlice
+    spectrogram = tf.expand_dims(augment(augmentations.SPECTROGRAM, tf.squeeze(spectrogram, [0]), frames_per_ms), 0)
     mfccs = tf.raw_ops.Mfcc(spectrogram=spectrogram, sample_rate=sample_rate,
                             upper_frequency_limit=sample_rate / 2, dct_coefficient_count=config.n_input)
     return augment(augmentations.FEATURES, tf.reshape(mfccs, [-1, config.n_input]), frames_per_ms)

@@ -118,6 +118,7 @@ def create_flags():
     # Export
     f.DEFINE_string('export_dir', '', 'write a frozen inference graph (DeepSpeech 0.9 interface) here')
     f.DEFINE_boolean('export_tflite', False, 'also write a TensorFlow Lite model')
+    f.DEFINE_boolean('export_quantize', True, "quantise the TensorFlow Lite model's weights to 8 bits (dynamic range)")
     f.DEFINE_boolean('export_zip', False, 'also pack the exported model, scorer and info.json into a zip')
     f.DEFINE_string('export_file_name', 'output_graph', 'base name of the exported model files')
     f.DEFINE_integer('export_beam_width', 500, 'default beam width stored in the exported model', lower_bound=1)
