@@ -35,9 +35,11 @@ MMAP_WARNING = 'reading entire model file into memory'
 
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
-    """Overfit one utterance, export .pb, .pbmm, .tflite and .zip, and transcribe it with --one_shot_infer."""
+    """Overfit one utterance, export .pb, .pbmm, .tflite and .zip, and transcribe it with --one_shot_infer.
+    Trained to a margin: the loss was 2.3 after 150 epochs, 0.24 after 200 (where one machine still
+    decoded 'good mrning'), 0.056 after 300, so 300 leaves room for a machine that learns slower."""
     tmp_path = tmp_path_factory.mktemp('export')
-    run = run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 200,
+    run = run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 300,
                          '--load_evaluate', 'last', '--export_dir', tmp_path / 'export', '--export_zip',
                          '--export_model_name', 'smoke', '--one_shot_infer', WAV, '--beam_width', GREEDY[0])
     return tmp_path / 'export', run.output.strip().splitlines()[-1]
