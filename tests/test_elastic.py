@@ -4,6 +4,7 @@ The discovery script reads a hosts file the test edits; two host names (localhos
 machine's name) because an elastic job with one host blacklists it on its first failure."""
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -38,7 +39,7 @@ def test_training_survives_a_slot_removed_and_added_again(tmp_path):
     command = [os.path.join(PYTHON_BIN, 'horovodrun'), '--gloo', '-np', '2', '--min-np', '1', '--max-np', '2',
                '--host-discovery-script', str(discover)] + deepspeech_command(
         '--horovod', '--horovod_elastic', *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV,
-        '--train_batch_size', 1, '--epochs', 40)
+        '--train_batch_size', 1, '--epochs', 100000)    # stopped by the test once the slot is back
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
     with open(log_path, 'w') as log:
         process = subprocess.Popen([str(c) for c in command], stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -49,8 +50,12 @@ def test_training_survives_a_slot_removed_and_added_again(tmp_path):
         hosts.write_text('localhost:1\n')
         wait_for(log_path, r'x 1 rank\(s\)', 60)
         hosts.write_text(both)
-        text = wait_for(log_path, r'x 1 rank\(s\)(.|\n)*x 2 rank\(s\)', 90)
-        assert process.wait(timeout=120) == 0, text[-5000:]
+        wait_for(log_path, r'x 1 rank\(s\)(.|\n)*x 2 rank\(s\)(.|\n)*Finished training epoch', 90)
+        # However long each phase lasts: the job is stopped as a user stops it, and saves.
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        text = log_path.read_text()
+        assert 'Interrupted at global step' in text, text[-5000:]
     finally:
         if process.poll() is None:
             os.killpg(process.pid, 9)

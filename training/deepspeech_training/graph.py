@@ -36,9 +36,15 @@ class InputSet:
     # batches did not finish): run_set starts the iterator there only when it is somewhere else.
     position: tuple = None
     handle: bytes = None
+    end_epoch: int = None   # the first epoch the run will not reach (None: not known)
 
     def n_batches(self, epoch=0):
         return len(self.plan(epoch))
+
+    def planned(self, epoch):
+        """This set's batches of `epoch`, none from `end_epoch` on: the dataset ends there instead of
+        reading ahead into an epoch that never comes."""
+        return [] if self.end_epoch is not None and epoch >= self.end_epoch else self.plan(epoch)
 
     def select(self, session, feed=None):
         """`feed` plus what makes the input read this set's next batch."""
@@ -67,7 +73,7 @@ def build_input(sets, config, sample_rate, normalize_sample_rate):
     iterators = []
     for input_set in sets:
         dataset, input_set.epoch, input_set.first_batch = input_set.make_dataset(
-            input_set.records, input_set.plan, input_set.batch_size, config, sample_rate, normalize_sample_rate,
+            input_set.records, input_set.planned, input_set.batch_size, config, sample_rate, normalize_sample_rate,
             augmenter=input_set.augmenter, feature_cache=input_set.feature_cache)
         iterator = tfv1.data.make_initializable_iterator(dataset)
         input_set.initializer, input_set.string_handle = iterator.initializer, iterator.string_handle()

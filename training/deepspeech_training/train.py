@@ -246,13 +246,14 @@ def train(dist, config, train_records, dev_sets):
             """The epochs from `state` on; run again after each elastic reset, with the new ranks."""
             logging.configure(dist.rank, dist.size, FLAGS.show_progressbar)
             checkpointer.is_chief = dist.is_chief   # after a reset rank 0 may be another process
-            for input_set in [training] + validations:
-                input_set.position = None   # after a reset the plans are the new ranks': start anew
             if state.epoch is None:
                 state.epoch = session.run(global_step) // training.n_batches()
                 state.end_epoch = state.epoch + FLAGS.epochs
                 if training.augmenter:
                     training.augmenter.first_epoch = state.epoch    # the clock of A:B ranges runs over this run
+            for input_set in [training] + validations:
+                input_set.position = None   # after a reset the plans are the new ranks': start anew
+                input_set.end_epoch = state.end_epoch
             base_rate = session.run(learning_rate)
             log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}'
                      .format(session.run(global_step), state.epoch, base_rate, dist.size, base_rate * dist.size,
@@ -317,6 +318,8 @@ def build_evaluation(config, sets, dist):
 def test(dist, config, test_sets, decoder):
     """Decode each test set from the checkpoint --load_evaluate picks; print DeepSpeech's report."""
     sets = [eval_set('Test ' + name, records, FLAGS.test_batch_size, dist) for name, records in test_sets.items()]
+    for input_set in sets:
+        input_set.end_epoch = 1     # one pass
     forward, checkpointer, broadcast = build_evaluation(config, sets, dist)
     all_results, metrics = [], {}
     with create_session(dist) as session:

@@ -88,7 +88,7 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
                    audio_reader=read_audio, augmenter=None, feature_cache=None):
     """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths): the
     batches of `plan_fn(epoch)` (this rank's batches of an epoch), epoch after epoch if it is endless
-    (see `endless`), else of that one epoch.
+    (see `endless`) until a plan is empty, else of that one epoch.
 
     `epoch` and `first_batch` (where an epoch resumes after an elastic reset), fed through the
     placeholders returned alongside the dataset when its iterator is initialised, say where it starts.
@@ -125,6 +125,8 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
             if feature_cache:
                 feature_cache.start_epoch(epoch_value)
             plan = plan_fn(epoch_value)
+            if not plan:
+                return      # the run ends before this epoch
             for number, batch in enumerate(plan[first_batch_value:], first_batch_value):
                 padding = [PADDING] * (batch_size - len(batch)) if runs_on else []
                 for index in batch + padding:
