@@ -92,13 +92,13 @@ def make_overfit_data(work):
     return data
 
 
-def job_flags(job, data, corpus, out):
+def job_flags(job, data, corpus, out, epochs):
     common = ['--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'), '--noshow_progressbar',
               '--checkpoint_dir', os.path.join(out, 'checkpoints'), '--summary_dir', os.path.join(out, 'summaries')]
     if job == 'overfit':
         csv = os.path.join(data, 'overfit.csv')
         return common + ['--train_files', csv, '--dev_files', csv, '--test_files', csv, '--train_batch_size', 1,
-                         '--dev_batch_size', 1, '--test_batch_size', 1, '--n_hidden', 100, '--epochs', 200,
+                         '--dev_batch_size', 1, '--test_batch_size', 1, '--n_hidden', 100, '--epochs', epochs,
                          '--feature_cache', os.path.join(out, 'feature_cache'),
                          '--scorer_path', os.path.join(data, 'kenlm.scorer')]
     return common + ['--train_files', os.path.join(corpus, 'train.csv'), '--dev_files',
@@ -106,7 +106,7 @@ def job_flags(job, data, corpus, out):
                      '--n_hidden', 256, '--epochs', 2]
 
 
-def run_job(checkout, job, data, corpus, breakdown=False):
+def run_job(checkout, job, data, corpus, epochs, breakdown=False):
     """Seconds of one job with `checkout`'s code, and its breakdown (or None)."""
     out = tempfile.mkdtemp(prefix='small_run_')
     try:
@@ -117,7 +117,7 @@ def run_job(checkout, job, data, corpus, breakdown=False):
                 script.write(BREAKDOWN_WRAPPER)
             prefix.append(wrapper)
         started = time.perf_counter()
-        result = run(prefix + [os.path.join(checkout, 'DeepSpeech.py')] + job_flags(job, data, corpus, out),
+        result = run(prefix + [os.path.join(checkout, 'DeepSpeech.py')] + job_flags(job, data, corpus, out, epochs),
                      cwd=checkout, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
         seconds = time.perf_counter() - started
         lines = [line for line in result.stdout.splitlines() if line.startswith('BREAKDOWN ')]
@@ -136,7 +136,7 @@ def checkouts(revisions, work):
     return trees
 
 
-def breakdown_table(breakdowns, epochs=200):
+def breakdown_table(breakdowns, epochs):
     kinds = sorted({k for b in breakdowns.values() for k in b['spent']})
     lines = ['overfit job, ms per epoch ({} epochs; "python etc." is the rest of the wall time: start-up, '
              'graph building, test, the Python between runs)'.format(epochs),
@@ -157,6 +157,7 @@ def main():
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--jobs', default='overfit,real')
     parser.add_argument('--utterances', type=int, default=200, help='corpus size of the real job')
+    parser.add_argument('--overfit_epochs', type=int, default=200, help="DeepSpeech's CI job runs 200")
     parser.add_argument('--breakdown', action='store_true')
     args = parser.parse_args()
     revisions, jobs = args.revisions.split(','), args.jobs.split(',')
@@ -172,7 +173,7 @@ def main():
         for repeat in range(args.repeats):
             for job in jobs:
                 for revision in revisions:
-                    took, _ = run_job(trees[revision], job, data, corpus)
+                    took, _ = run_job(trees[revision], job, data, corpus, args.overfit_epochs)
                     seconds[job, revision].append(took)
                     print('repeat {} {:<8} {:<16} {:7.1f} s'.format(repeat, job, revision, took), flush=True)
         print('\n{:<8} {:<16} {:>10} {:>8}   (median of {} runs)'.format('job', 'revision', 'wall s', 'ratio',
@@ -183,8 +184,8 @@ def main():
                 median = statistics.median(seconds[job, revision])
                 print('{:<8} {:<16} {:>10.1f} {:>8.2f}'.format(job, revision, median, median / base))
         if args.breakdown:
-            print('\n' + breakdown_table({r: run_job(trees[r], 'overfit', data, corpus, breakdown=True)[1]
-                                          for r in revisions}))
+            print('\n' + breakdown_table({r: run_job(trees[r], 'overfit', data, corpus, args.overfit_epochs,
+                                                      breakdown=True)[1] for r in revisions}, args.overfit_epochs))
     finally:
         for tree in trees.values():
             subprocess.run(['git', '-C', ROOT, 'worktree', 'remove', '--force', tree], stdout=subprocess.DEVNULL)

@@ -2,6 +2,7 @@
 write their tables, JSON and plot (no timed asserts: the numbers depend on the machine)."""
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -61,3 +62,13 @@ def test_pipeline_benchmark_times_real_and_cached_batches_through_the_same_train
         assert result['ratio'] == pytest.approx(result['real_s_per_step'] / result['cached_s_per_step'])
         assert len(result['pair_ratios']) == 2
         assert result['pipeline_s_per_batch'] > 0 and result['cached_alone_s_per_batch'] > 0
+
+
+def test_small_runs_benchmark_times_the_overfit_job_per_revision_with_a_breakdown():
+    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_small_runs.py'), '--revisions',
+                       'HEAD', '--jobs', 'overfit', '--repeats', 1, '--overfit_epochs', 3, '--breakdown'],
+                      timeout=300)
+    wall, ratio = re.search(r'^overfit +HEAD +([\d.]+) +([\d.]+)$', run.output, re.M).groups()
+    assert float(wall) > 0 and ratio == '1.00'                       # the baseline against itself
+    for kind in ('iterator start', 'train step', 'eval/test step'):   # ms per epoch, timed by kind
+        assert float(re.search(r'^{} +([\d.]+)$'.format(kind), run.output, re.M).group(1)) > 0, run.output
