@@ -153,6 +153,22 @@ def test_two_rank_gradient_equals_single_process_gradient_of_the_union(corpus, t
             assert unsynchronised > 10 * tolerance, (name, unsynchronised)
 
 
+@pytest.mark.parametrize('dropout', [0.0, 0.3])
+def test_each_rank_draws_its_own_dropout_masks(tmp_path, dropout):
+    """Both ranks get the same utterance: their own gradients are equal without dropout and differ with it."""
+    csv_path = tmp_path / 'same_twice.csv'
+    wav = os.path.join(ROOT, 'data', 'smoke_test', 'good_morning.wav')
+    row = '{},{},good morning\n'.format(wav, os.path.getsize(wav))
+    csv_path.write_text('wav_filename,wav_filesize,transcript\n' + row * 2)
+    run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '--gloo', '-np', 2, '-H', 'localhost:2',
+                 sys.executable, os.path.join(ROOT, 'tests', 'helpers', 'dump_gradients.py'), tmp_path, csv_path, 1,
+                 '--horovod', '--dropout', dropout], timeout=180)
+    ranks = [np.load(str(tmp_path / 'rank{}.npz'.format(r))) for r in range(2)]
+    gradient = 'local/layer_1/weights'
+    same = np.array_equal(ranks[0][gradient], ranks[1][gradient])
+    assert same == (dropout == 0.0), (dropout, np.abs(ranks[0][gradient] - ranks[1][gradient]).max())
+
+
 def test_early_stop_fires_on_both_ranks_at_the_same_epoch(tmp_path):
     run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
                       '--epochs', 20, '--early_stop', '--es_epochs', 2, '--es_min_delta', 1000, timeout=180)

@@ -1,7 +1,7 @@
 """Write the averaged gradients of the first training step to <out>/rank<N>.npz (and, as `local/...`,
 this rank's own gradients before averaging), using the trainer's own input pipeline, model and
 distributed seam. Run once plainly and once under horovodrun to
-compare: python dump_gradients.py OUT CSV BATCH_SIZE [--horovod]"""
+compare: python dump_gradients.py OUT CSV BATCH_SIZE [--horovod] [--dropout RATE]"""
 import os
 import sys
 
@@ -12,14 +12,14 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tfv1  # noqa: E402
 
 from deepspeech_training import distributed  # noqa: E402
-from deepspeech_training.graph import InputSet, build_forward, build_input  # noqa: E402
+from deepspeech_training.graph import InputSet, build_forward, build_input, seed_graph  # noqa: E402
 from deepspeech_training.util.batching import train_batches  # noqa: E402
 from deepspeech_training.util.config import Config, N_CONTEXT, N_INPUT  # noqa: E402
 from deepspeech_training.util.samples import read_sources  # noqa: E402
 from deepspeech_training.util.text import load_alphabet  # noqa: E402
 
 
-def main(out_dir, csv_path, batch_size, use_horovod):
+def main(out_dir, csv_path, batch_size, use_horovod, dropout):
     tfv1.disable_eager_execution()
     dist = distributed.init(use_horovod)
     alphabet = load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
@@ -27,7 +27,7 @@ def main(out_dir, csv_path, batch_size, use_horovod):
     records = read_sources([csv_path], alphabet)
     plan = lambda epoch: train_batches(len(records), batch_size, dist.size, dist.rank, epoch)[:1]  # noqa: E731
     training = InputSet('first batch', records, plan, batch_size)
-    tfv1.set_random_seed(1)
+    seed_graph(1, dist.rank)     # as train() does
     forward = build_forward(build_input([training], config, 16000, True), config, 20.0)
     optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(0.001))
     grads_and_vars = optimizer.compute_gradients(forward.mean_loss)
@@ -39,10 +39,11 @@ def main(out_dir, csv_path, batch_size, use_horovod):
         session.run(training.initializer, {training.epoch: 0})
         fetches = {v.op.name: g for g, v in grads_and_vars}
         fetches.update({'local/' + v.op.name: g for g, (_, v) in zip(local, grads_and_vars)})
-        values = session.run(fetches)   # one run: the iterator holds one batch
+        values = session.run(fetches, {rate: dropout for rate in forward.dropout_rates})   # one run: one batch
         weights = session.run({'weights/' + v.op.name: v for _, v in grads_and_vars})
     np.savez(os.path.join(out_dir, 'rank{}.npz'.format(dist.rank)), **values, **weights)
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), '--horovod' in sys.argv)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), '--horovod' in sys.argv,
+         float(sys.argv[sys.argv.index('--dropout') + 1]) if '--dropout' in sys.argv else 0.0)

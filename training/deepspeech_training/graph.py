@@ -67,6 +67,14 @@ class Forward:
     dropout_rates: list
 
 
+def seed_graph(seed, rank):
+    """The graph-level seed of rank `rank`: with one seed for all, row (t, b) of every rank would get the
+    same dropout mask at every step, noise correlated across the global batch. The variables are
+    broadcast from rank 0 anyway, and data order and augmentation are seeded by sample, not by this.
+    (Fixed when the graph is built: after an elastic reset renumbers the ranks, two may share one.)"""
+    tfv1.set_random_seed(seed + rank)
+
+
 def build_input(sets, config, sample_rate, normalize_sample_rate):
     """One batch input for all `sets`, each with an iterator of its own (filled in on each set); it reads
     the first set unless another's handle is fed (InputSet.select)."""

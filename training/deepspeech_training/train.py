@@ -17,7 +17,7 @@ from absl import app
 from . import distributed
 from .evaluate import Decoder, decode_set, report, write_test_output
 from .export import export
-from .graph import InputSet, build_forward, build_input, run_set
+from .graph import InputSet, build_forward, build_input, run_set, seed_graph
 from .util import logging
 from .util.augmentations import Augmenter, parse_augmentations
 from .util.batching import SetTooSmallError, eval_batches, train_batches
@@ -145,7 +145,7 @@ class StopRequests:
 def train(dist, config, train_records, dev_sets):
     """Train for FLAGS.epochs epochs, validating on `dev_sets` (name -> records) after each."""
     tfv1.reset_default_graph()
-    tfv1.set_random_seed(FLAGS.random_seed)
+    seed_graph(FLAGS.random_seed, dist.rank)
     training = train_set(train_records, dist, config)
     validations = [eval_set('Validation ' + name, records, FLAGS.dev_batch_size, dist)
                    for name, records in dev_sets.items()]
