@@ -84,8 +84,8 @@ def make_overfit_data(work):
                                                                                     OVERFIT_TEXT))
     with open(os.path.join(data, 'text.txt'), 'w') as text:
         text.write((OVERFIT_TEXT + '\n') * 10)
-    run([sys.executable, os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt', os.path.join(data, 'text.txt'),
-         '--output_dir', data, '--top_k', 500, '--arpa_order', 3, '--max_arpa_memory', '64M', '--discount_fallback'])
+    run([sys.executable, os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt',
+         os.path.join(data, 'text.txt'), '--output_dir', data, '--top_k', 500, '--arpa_order', 3, '--max_arpa_memory', '64M', '--discount_fallback'])
     run([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet',
          os.path.join(ROOT, 'data', 'alphabet.txt'), '--lm', os.path.join(data, 'lm.binary'), '--vocab',
          os.path.join(data, 'vocab-500.txt'), '--package', os.path.join(data, 'kenlm.scorer')])
