@@ -86,7 +86,7 @@ def build_input(sets, config, sample_rate, normalize_sample_rate):
         iterator = tfv1.data.make_initializable_iterator(dataset)
         input_set.initializer, input_set.string_handle = iterator.initializer, iterator.string_handle()
         iterators.append(iterator)
-    selector = tfv1.placeholder_with_default(iterators[0].string_handle(), [], 'input_set')
+    selector = tfv1.placeholder_with_default(sets[0].string_handle, [], 'input_set')
     for input_set in sets:
         input_set.selector, input_set.position, input_set.handle = selector, None, None
     return tfv1.data.Iterator.from_string_handle(selector, tfv1.data.get_output_types(iterators[0]),
