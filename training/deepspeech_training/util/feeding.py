@@ -122,11 +122,11 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
     def generate(start_epoch, first_batch_value):
         first_batch_value = int(first_batch_value)
         for epoch_value in itertools.count(int(start_epoch)) if runs_on else [int(start_epoch)]:
-            if feature_cache:
-                feature_cache.start_epoch(epoch_value)
             plan = plan_fn(epoch_value)
             if not plan:
-                return      # the run ends before this epoch
+                return      # the run ends before this epoch (and the cache sees no epoch start for it)
+            if feature_cache:
+                feature_cache.start_epoch(epoch_value)
             for number, batch in enumerate(plan[first_batch_value:], first_batch_value):
                 padding = [PADDING] * (batch_size - len(batch)) if runs_on else []
                 for index in batch + padding:
