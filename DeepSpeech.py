@@ -10,5 +10,5 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', next(
     (a.split('=', 1)[1] for a in sys.argv if a.startswith('--log_level=')), '1'))
 
 if __name__ == '__main__':
-    from deepspeech_training import train
-    train.run_script()
+    from deepspeech_training import cli
+    cli.run_script()

@@ -15,33 +15,34 @@ import optuna  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from deepspeech_training import distributed  # noqa: E402
-from deepspeech_training.evaluate import Decoder, decode_set, summarize  # noqa: E402
-from deepspeech_training.train import build_evaluation, create_session, eval_set, read_set, run_script  # noqa: E402
-from deepspeech_training.util.config import config_from_flags  # noqa: E402
-from deepspeech_training.util.flags import FLAGS, split_files  # noqa: E402
+from deepspeech_training.cli import make_decoder, read_set, run_script  # noqa: E402
+from deepspeech_training.config import settings_from_flags  # noqa: E402
+from deepspeech_training.evaluate import build_evaluation, decode_set, summarize  # noqa: E402
+from deepspeech_training.flags import FLAGS, split_files  # noqa: E402
+from deepspeech_training.graph import create_session  # noqa: E402
+from deepspeech_training.trainer import eval_set  # noqa: E402
 from deepspeech_training.util.logging import configure, log_info  # noqa: E402
-from deepspeech_training.util.scorer import load_scorer  # noqa: E402
 
 
 def optimize(_):
     if not (FLAGS.test_files and FLAGS.scorer_path):
         raise app.UsageError('give --test_files (a dev set) and --scorer_path')
     configure(show_progressbar=FLAGS.show_progressbar)
-    config = config_from_flags()
+    settings = settings_from_flags()
     single = distributed.Single()
-    sets = [eval_set(path, read_set([path], config, FLAGS.limit_test, FLAGS.reverse_test, 'test'),
+    sets = [eval_set(path, read_set([path], settings.model, FLAGS.limit_test, FLAGS.reverse_test, 'test'),
                      FLAGS.test_batch_size, single) for path in split_files(FLAGS.test_files)]
-    scorer = load_scorer(FLAGS.scorer_path, FLAGS.lm_alpha, FLAGS.lm_beta, FLAGS.alphabet_config_path,
-                         FLAGS.bytes_output_mode)
-    decoder = Decoder(config.alphabet, scorer)
-    forward, checkpointer, _ = build_evaluation(config, sets, single)
-    with create_session(single) as session:
-        checkpointer.load_for_evaluation(session, FLAGS.load_evaluate)
+    decoder = make_decoder(settings)
+    forward, iterators, checkpointer, _ = build_evaluation(settings, sets, single)
+    with create_session(single, settings.session) as session:
+        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate)
+        for iterator in iterators:
+            iterator.restart(end_epoch=1)   # one pass per trial
 
         def objective(trial):
-            scorer.reset_params(trial.suggest_float('lm_alpha', 0, FLAGS.lm_alpha_max),
-                                trial.suggest_float('lm_beta', 0, FLAGS.lm_beta_max))
-            results = [r for s in sets for r in decode_set(session, s, forward, decoder, single)]
+            decoder.scorer.reset_params(trial.suggest_float('lm_alpha', 0, FLAGS.lm_alpha_max),
+                                        trial.suggest_float('lm_beta', 0, FLAGS.lm_beta_max))
+            results = [r for i in iterators for r in decode_set(session, i, forward, decoder, single)]
             return summarize(results)[0]
 
         study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=FLAGS.random_seed))

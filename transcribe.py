@@ -17,13 +17,12 @@ import librosa  # noqa: E402
 import soundfile  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from deepspeech_training.evaluate import Decoder  # noqa: E402
-from deepspeech_training.train import run_script, transcribe  # noqa: E402
-from deepspeech_training.util.audio import read_audio  # noqa: E402
-from deepspeech_training.util.config import config_from_flags  # noqa: E402
-from deepspeech_training.util.flags import FLAGS, split_files  # noqa: E402
+from deepspeech_training.cli import make_decoder, run_script  # noqa: E402
+from deepspeech_training.config import settings_from_flags  # noqa: E402
+from deepspeech_training.data.audio import read_audio  # noqa: E402
+from deepspeech_training.evaluate import transcribe  # noqa: E402
+from deepspeech_training.flags import FLAGS, split_files  # noqa: E402
 from deepspeech_training.util.logging import configure  # noqa: E402
-from deepspeech_training.util.scorer import load_scorer  # noqa: E402
 
 
 def pieces(audio, sample_rate, max_seconds, top_db):
@@ -48,19 +47,18 @@ def transcribe_files(_):
     if not FLAGS.src:
         raise app.UsageError('give --src: WAV file(s), comma-separated')
     configure(show_progressbar=False)
-    config = config_from_flags()
-    scorer = (load_scorer(FLAGS.scorer_path, FLAGS.lm_alpha, FLAGS.lm_beta, FLAGS.alphabet_config_path,
-                          FLAGS.bytes_output_mode) if FLAGS.scorer_path else None)
-    rate = FLAGS.audio_sample_rate
+    settings = settings_from_flags()
+    decoder = make_decoder(settings)
+    rate = settings.model.sample_rate
     with tempfile.TemporaryDirectory() as scratch:
         jobs = []
         for wav in split_files(FLAGS.src):
-            audio = read_audio(wav, rate, FLAGS.normalize_sample_rate)
+            audio = read_audio(wav, rate, settings.model.normalize_sample_rate)
             for number, (start, end) in enumerate(pieces(audio, rate, FLAGS.max_piece_seconds, FLAGS.silence_top_db)):
                 path = os.path.join(scratch, '{}-{}.wav'.format(len(jobs), number))
                 soundfile.write(path, audio[start:end], rate, subtype='PCM_16')
                 jobs.append((wav, start / rate, end / rate, path))
-        texts = transcribe(config, [job[3] for job in jobs], Decoder(config.alphabet, scorer))
+        texts = transcribe(settings, [job[3] for job in jobs], decoder)
     for wav in split_files(FLAGS.src):
         log = [{'start': start, 'end': end, 'transcript': text}
                for (source, start, end, _), text in zip(jobs, texts) if source == wav]

@@ -43,7 +43,7 @@ class CachedBatches:
         self.batches, self.element_spec = [], None
 
     def real(self, *args, **kwargs):
-        from deepspeech_training.util.feeding import create_dataset
+        from deepspeech_training.data.feeding import create_dataset
         dataset, epoch, first_batch = create_dataset(*args, **kwargs)
         self.element_spec = dataset.element_spec
         return dataset, epoch, first_batch
@@ -65,29 +65,30 @@ def spread_records(records, count):
 
 
 def parse_trainer_flags(config):
-    from deepspeech_training.util.flags import FLAGS
+    from deepspeech_training.flags import FLAGS
     FLAGS.unparse_flags()
     FLAGS(['benchmark_pipeline', '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'),
            '--noshow_progressbar'] + ['--{}={}'.format(KEYS.get(k, k), v) for k, v in config.items()])
     return FLAGS
 
 
-def fetch_all(session, input_set, batch):
-    """Every batch of one epoch of `input_set` (no training), and the seconds it took."""
-    session.run(input_set.initializer, {input_set.epoch: 0})
-    input_set.position = None    # what run_set starts from next: unknown after this
-    feed = input_set.select(session)
+def fetch_all(session, iterator, batch):
+    """Every batch of one epoch of `iterator`'s set (no training), and the seconds it took."""
+    session.run(iterator.initializer, {iterator.epoch: 0})
+    iterator.position = None    # what set_steps starts from next: unknown after this
+    feed = iterator.select(session)
     started = time.perf_counter()
-    values = [session.run(batch, feed) for _ in range(input_set.n_batches(0))]
+    values = [session.run(batch, feed) for _ in range(iterator.n_batches(0))]
     return values, time.perf_counter() - started
 
 
-def timed_epoch(session, input_set, forward, fetches, feed):
-    """One training epoch through graph.run_set; the duration of each step, the first included."""
-    from deepspeech_training.graph import run_set
+def timed_epoch(session, iterator, forward, fetches, feed):
+    """One training epoch through graph.set_steps, the trainer's loop; the duration of each step, the
+    first included."""
+    from deepspeech_training.graph import set_steps
     times = [time.perf_counter()]
-    run_set(session, input_set, forward, 0, extra_fetches=fetches, feed=feed,
-            on_batch=lambda _: times.append(time.perf_counter()))
+    for _ in set_steps(session, iterator, forward, 0, fetches, feed):
+        times.append(time.perf_counter())
     return [b - a for a, b in zip(times, times[1:])]
 
 
@@ -95,15 +96,14 @@ def measure(config, records, pairs):
     """Pipeline alone, then warm-up, then `pairs` ABBA pairs of real and cached epochs."""
     import tensorflow.compat.v1 as tfv1
     from deepspeech_training import distributed
-    from deepspeech_training.graph import InputSet, build_forward, build_input
-    from deepspeech_training.train import create_session
-    from deepspeech_training.util.batching import train_batches
-    from deepspeech_training.util.config import config_from_flags
-    from deepspeech_training.util.feature_cache import open_feature_cache
-    from deepspeech_training.util.flags import effective_dropout_rates
+    from deepspeech_training.config import settings_from_flags
+    from deepspeech_training.data.batching import train_batches
+    from deepspeech_training.data.feature_cache import open_feature_cache
+    from deepspeech_training.graph import InputSet, build_forward, build_input, create_session
 
     flags = parse_trainer_flags(config)
-    model_config = config_from_flags()
+    settings = settings_from_flags()
+    model_config = settings.model
     tfv1.reset_default_graph()
     tfv1.set_random_seed(flags.random_seed)
 
@@ -111,17 +111,17 @@ def measure(config, records, pairs):
         return train_batches(len(records), flags.train_batch_size, 1, 0, epoch, flags.random_seed, False)
 
     cache = CachedBatches()
-    feature_cache = open_feature_cache(flags.feature_cache, records, model_config, flags, 0, 1)
+    feature_cache = open_feature_cache(flags.feature_cache, records, model_config, settings.training, 0, 1)
     real = InputSet('real', records, plan, flags.train_batch_size, feature_cache=feature_cache,
                     make_dataset=cache.real)
     cached = InputSet('cached', records, plan, flags.train_batch_size, make_dataset=cache.cached)
-    batch = build_input([real, cached], model_config, flags.audio_sample_rate, flags.normalize_sample_rate)
-    forward = build_forward(batch, model_config, flags.relu_clip)
+    batch, (real, cached) = build_input([real, cached], model_config)
+    forward = build_forward(batch, model_config)
     global_step = tfv1.train.get_or_create_global_step()
     train_op = tfv1.train.AdamOptimizer(flags.learning_rate, beta1=flags.beta1, beta2=flags.beta2,
                                         epsilon=flags.epsilon).minimize(forward.mean_loss, global_step=global_step)
     fetches = dict(train=train_op, step=global_step, mean_loss=forward.mean_loss)
-    feed = dict(zip(forward.dropout_rates, effective_dropout_rates()))
+    feed = dict(zip(forward.dropout_rates, settings.training.dropout_rates))
     with create_session(distributed.Single()) as session:
         session.run(tfv1.global_variables_initializer())
         cache.batches, _ = fetch_all(session, real, batch)           # cold: fills the page cache too
@@ -192,13 +192,13 @@ def main(argv=None):
     import tensorflow as tf
     import tensorflow.compat.v1 as tfv1
     from deepspeech_training.util import logging
-    from deepspeech_training.util.flags import create_flags
-    from deepspeech_training.util.samples import read_sources
+    from deepspeech_training.flags import create_flags
+    from deepspeech_training.data.samples import read_sources
     from deepspeech_training.util.text import load_alphabet
     tfv1.disable_eager_execution()
     tf.get_logger().setLevel('ERROR')
     create_flags()
-    logging.configure(0, 1, show_progressbar=False)
+    logging.configure(show_progressbar=False)
     started = time.time()
     train_csv = make_corpus(args.corpus_dir, args.utterances)
     records = spread_records(read_sources([train_csv], load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))),

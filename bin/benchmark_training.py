@@ -14,7 +14,7 @@ Nothing is timed inside the trainer beyond what it already records:
   * step times: the wall times of the step_loss TensorBoard events (summary_dir/train), one per step;
     a step's time is the gap to the previous event; the first --warmup_steps steps of the run and the
     first step of every later epoch (which includes checkpointing) are left out;
-  * samples and audio seconds per step: from the trainer's own batch plan (util/batching.py) over the
+  * samples and audio seconds per step: from the trainer's own batch plan (data/batching.py) over the
     length-sorted records, so throughput = samples (audio seconds) of the timed steps / their time;
   * time to first step: launch of the process (horovodrun included) to the first step_loss event;
   * peak RSS per rank: /usr/bin/time -v around each rank;
@@ -103,7 +103,7 @@ def wav_samples(path):
 
 def corpus_records(train_csv):
     """The train records in the trainer's order (sorted by size) with their sample counts."""
-    from deepspeech_training.util.samples import read_sources
+    from deepspeech_training.data.samples import read_sources
     from deepspeech_training.util.text import load_alphabet
     records = read_sources([train_csv], load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt')))
     return [(r.audio_path, r.filesize) + wav_samples(r.audio_path) for r in records]
@@ -117,14 +117,14 @@ def flops_per_frame(n_hidden, n_classes=29):
 
 
 def frame_count(n_samples):
-    """MFCC frames of `n_samples` audio samples (as util/feeding.py's frame_count)."""
+    """MFCC frames of `n_samples` audio samples (as data/feeding.py's frame_count)."""
     return 1 + (n_samples - WINDOW) // STEP if n_samples >= WINDOW else 0
 
 
 def padding_waste(records, batch_size):
     """Padded frames / real frames of one epoch's batches: the trainer's length-sorted batches (in
     shuffled order, which does not change the waste) against batches of randomly drawn samples."""
-    from deepspeech_training.util.batching import train_batches
+    from deepspeech_training.data.batching import train_batches
     frames = [frame_count(r[2]) for r in records]
 
     def waste(batches):
@@ -148,7 +148,7 @@ def read_bound(records, size, batch, epochs):
 
 def step_plan(records, config, epochs):
     """Per global step (all ranks): (samples, audio seconds, analytic FLOPs), epoch after epoch."""
-    from deepspeech_training.util.batching import train_batches
+    from deepspeech_training.data.batching import train_batches
     size, batch = int(config['np']), int(config.get('b', 1))
     per_frame = flops_per_frame(int(config.get('h', 2048)))
     steps = []

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time the validation pass (util/validation.py) per 1,000 samples: serial vs thread pools vs a process pool.
+"""Time the validation pass (data/validation.py) per 1,000 samples: serial vs thread pools vs a process pool.
 
     python bin/benchmark_validation.py /tmp/vcorpus/train.csv /tmp/vcorpus/dev.csv /tmp/vcorpus/test.csv
 
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(ROOT, 'training'))
 
 from deepspeech_training.distributed import Single  # noqa: E402
 from deepspeech_training.util import logging, validation  # noqa: E402
-from deepspeech_training.util.samples import read_sources  # noqa: E402
+from deepspeech_training.data.samples import read_sources  # noqa: E402
 from deepspeech_training.util.text import load_alphabet  # noqa: E402
 
 
@@ -62,9 +62,9 @@ def main():
         configurations.append(('threads x{}'.format(workers),
                                lambda w=workers: validation.read_headers(paths, w)))
     configurations.append(('processes x{}'.format(cores), lambda: process_pool(paths, cores)))
-    config = SimpleNamespace(audio_window_samples=512, audio_step_samples=320)     # 16 kHz, 32 ms / 20 ms
-    configurations.append(('whole pass', lambda: validation.validate_sets([('all', records)], config, Single(),
-                                                                           16000, True)))
+    config = SimpleNamespace(audio_window_samples=512, audio_step_samples=320,     # 16 kHz, 32 ms / 20 ms
+                             sample_rate=16000, normalize_sample_rate=True)
+    configurations.append(('whole pass', lambda: validation.validate_sets([('all', records)], config, Single())))
     print('{} samples, {} files, {} core(s)'.format(len(records), len(paths), cores))
     print('{:<16} {:>18} {:>18} {:>8}'.format('configuration', 'warm ms/1000', 'cold ms/1000', 'ratio'))
     baseline = None

@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
-from deepspeech_training.util import importers  # noqa: E402
+from deepspeech_training.data import importers  # noqa: E402
 
 SPLITS = ('train', 'dev', 'test', 'validated')
 REQUIRED_COLUMNS = ('path', 'sentence', 'up_votes', 'down_votes')

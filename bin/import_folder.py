@@ -12,7 +12,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
-from deepspeech_training.util import importers  # noqa: E402
+from deepspeech_training.data import importers  # noqa: E402
 
 AUDIO_EXTENSIONS = ('.wav', '.flac', '.mp3', '.ogg')
 NO_TRANSCRIPT = 'no transcript file'

@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
-from deepspeech_training.util import importers  # noqa: E402
+from deepspeech_training.data import importers  # noqa: E402
 
 TRANSCRIPTS = os.path.join('*', '*', '*.trans.txt')
 

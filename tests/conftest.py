@@ -98,8 +98,8 @@ def tiny_model_flags(tmp_path, n_hidden=32):
 @pytest.fixture(scope='session')
 def speech():
     """The first bundled smoke-test utterance, as float samples at 16 kHz."""
-    from deepspeech_training.util.audio import read_audio
-    from deepspeech_training.util.samples import read_sources
+    from deepspeech_training.data.audio import read_audio
+    from deepspeech_training.data.samples import read_sources
     from deepspeech_training.util.text import load_alphabet
     return read_audio(read_sources([SMOKE_CSV], load_alphabet(ALPHABET))[0].audio_path, 16000)
 

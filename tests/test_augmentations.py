@@ -7,12 +7,11 @@ import tensorflow.compat.v1 as tfv1
 from conftest import SMOKE_CSV, run_deepspeech, tiny_model_flags
 from test_features import CONFIG
 from deepspeech_training.graph import InputSet, build_input
-from deepspeech_training.util.augmentations import (AugmentationError, Augmenter, GraphAugmentation,
-                                                     parse_augmentation, parse_augmentations, sample_seed)
-from deepspeech_training.util.batching import eval_batches, train_batches
-from deepspeech_training.util.feeding import audio_to_features
-from deepspeech_training.util.samples import read_sources
-from deepspeech_training.util.text import load_alphabet
+from deepspeech_training.data.augmentations import (AugmentationError, Augmenter, parse_augmentation,
+                                                     parse_augmentations, sample_seed)
+from deepspeech_training.data.batching import eval_batches, train_batches
+from deepspeech_training.data.feeding import audio_to_features
+from deepspeech_training.data.samples import read_sources
 
 RATE = 16000
 
@@ -47,7 +46,7 @@ def augmented_features(speech, specs, epoch=0, index=3):
         def augment(domain, tensor, units_per_ms):
             return augmenter.augment_tensor(domain, tensor, tfv1.constant(seed, tfv1.int64),
                                             tfv1.constant(0.0), units_per_ms, tfv1.constant(5))
-        features = audio_to_features(tfv1.constant(audio), RATE, CONFIG, augment)
+        features = audio_to_features(tfv1.constant(audio), CONFIG, augment)
         with tfv1.Session() as session:
             return session.run(features)
 
@@ -126,7 +125,7 @@ def test_malformed_augment_names_the_bad_part(spec, message):
 def test_every_operation_is_documented():
     with open('doc/TRAINING.rst') as doc:
         text = doc.read()
-    from deepspeech_training.util.augmentations import OPERATIONS
+    from deepspeech_training.data.augmentations import OPERATIONS
     for name, operation in OPERATIONS.items():
         assert '``{}``:'.format(name) in text, name
         for param in operation.PARAMS:
@@ -141,12 +140,12 @@ def test_only_training_samples_are_augmented(alphabet):
     plain = InputSet('plain', records, lambda epoch: train_batches(len(records), 3), 3)
     dev = InputSet('dev', records, lambda epoch: eval_batches(len(records), 3), 3)
     with tfv1.Graph().as_default():
-        batch = build_input([training, plain, dev], CONFIG, RATE, True)
+        batch, iterators = build_input([training, plain, dev], CONFIG)
         with tfv1.Session() as session:
             features = {}
-            for input_set in (training, plain, dev):
-                session.run(input_set.initializer)
-                features[input_set.name] = session.run(batch[2], input_set.select(session))
+            for iterator in iterators:
+                session.run(iterator.initializer)
+                features[iterator.name] = session.run(batch[2], iterator.select(session))
     assert not np.allclose(features['augmented'], features['plain'])
     np.testing.assert_array_equal(features['dev'], features['plain'])
 

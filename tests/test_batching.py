@@ -3,7 +3,7 @@ every eval sample exactly once."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from deepspeech_training.util.batching import PADDING, SetTooSmallError, eval_batches, train_batches
+from deepspeech_training.data.batching import PADDING, SetTooSmallError, eval_batches, train_batches
 
 
 def test_single_process_keeps_every_sample_in_length_order():

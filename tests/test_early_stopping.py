@@ -1,6 +1,6 @@
 import math
 
-from deepspeech_training.util.early_stopping import DevTracker
+from deepspeech_training.early_stopping import DevTracker
 
 
 def decisions(tracker, losses):

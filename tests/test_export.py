@@ -17,7 +17,7 @@ from conftest import (ALPHABET, ROOT, SMOKE_SINGLE_CSV, make_scorer, run_command
                       tiny_model_flags)
 from deepspeech_training.evaluate import greedy_decode
 from tensorflow.core.util.memmapped_file_system_pb2 import MemmappedFileSystemDirectory
-from deepspeech_training.util.audio import read_audio
+from deepspeech_training.data.audio import read_audio
 from deepspeech_training.util.text import load_alphabet
 
 pytestmark = pytest.mark.slow

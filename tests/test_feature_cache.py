@@ -7,11 +7,11 @@ import tensorflow.compat.v1 as tfv1
 
 from conftest import SMOKE_CSV, make_corpus, run_deepspeech, run_horovod, tiny_model_flags
 from test_features import CONFIG
-from deepspeech_training.util.audio import read_audio
-from deepspeech_training.util.batching import train_batches
-from deepspeech_training.util.feature_cache import FeatureCache
-from deepspeech_training.util.feeding import create_dataset
-from deepspeech_training.util.samples import read_sources
+from deepspeech_training.data.audio import read_audio
+from deepspeech_training.data.batching import train_batches
+from deepspeech_training.data.feature_cache import FeatureCache
+from deepspeech_training.data.feeding import create_dataset
+from deepspeech_training.data.samples import read_sources
 
 KEY = dict(features=[16000, 512, 320, 26, True], augment=[[], None])
 
@@ -29,7 +29,7 @@ def epoch_features(records, cache, epochs):
     """Features of every batch of each epoch, and the audio files read in each, through create_dataset."""
     reader = CountingReader()
     with tfv1.Graph().as_default():
-        dataset, epoch, _ = create_dataset(records, lambda e: train_batches(len(records), 2), 2, CONFIG, 16000, True,
+        dataset, epoch, _ = create_dataset(records, lambda e: train_batches(len(records), 2), 2, CONFIG,
                                         audio_reader=reader, feature_cache=cache)
         iterator = tfv1.data.make_initializable_iterator(dataset)
         batch = iterator.get_next()

@@ -3,13 +3,12 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tfv1
 
-from deepspeech_training.util.audio import AudioError, read_audio
-from deepspeech_training.util.config import Config, N_CONTEXT, N_INPUT
-from deepspeech_training.util.feeding import audio_to_features, create_overlapping_windows, frame_count
+from deepspeech_training.data.audio import AudioError, read_audio
+from deepspeech_training.config import Config, N_CONTEXT, N_INPUT
+from deepspeech_training.data.feeding import audio_to_features, create_overlapping_windows, frame_count
 
 CONFIG = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
-                audio_step_samples=320, n_hidden=8, n_classes=29, checkpoint_dir='', load_checkpoint_dir='',
-                save_checkpoint_dir='', summary_dir='')
+                audio_step_samples=320, n_hidden=8, n_classes=29)
 
 
 def run(tensor, feed=None):
@@ -19,7 +18,7 @@ def run(tensor, feed=None):
 
 def test_mfcc_frames_are_26_coefficients_every_20_ms(speech):
     with tfv1.Graph().as_default():
-        features = run(audio_to_features(tfv1.constant(speech), 16000, CONFIG))
+        features = run(audio_to_features(tfv1.constant(speech), CONFIG))
     assert features.shape == (frame_count(len(speech), CONFIG), 26)
     assert features.shape[0] == 1 + (len(speech) - 512) // 320
     assert np.isfinite(features).all() and features.std() > 0
@@ -75,7 +74,7 @@ def test_stereo_and_garbage_files_are_rejected(tmp_path, speech):
 def test_each_horovod_rank_sees_only_the_gpu_of_its_local_rank():
     """No GPU here: this checks the plumbing from the seam into the session config only."""
     from deepspeech_training import distributed
-    from deepspeech_training.util.config import session_config
+    from deepspeech_training.config import session_config
     rank = distributed.Horovod.__new__(distributed.Horovod)   # the seam without hvd.init()
     rank.local_rank, rank.local_size = 1, 2
     assert session_config(visible_gpu=rank.visible_gpu()).gpu_options.visible_device_list == '1'

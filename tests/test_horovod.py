@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from conftest import (ROOT, SMOKE_CSV, deepspeech_command, make_corpus, run_command, run_deepspeech, run_horovod,
                       start_step, tiny_model_flags)
-from deepspeech_training.util.batching import PADDING, eval_batches, train_batches
+from deepspeech_training.data.batching import PADDING, eval_batches, train_batches
 
 pytestmark = pytest.mark.slow
 TRACE = os.path.join(ROOT, 'tests', 'helpers', 'trace_files.sh')
@@ -71,7 +71,7 @@ def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, tmp_path):
     run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', train, '--dev_files', dev, '--epochs', epochs,
                 '--train_batch_size', batch, '--dev_batch_size', batch, wrapper=[TRACE],
                 env={'TRACE_DIR': str(trace_dir)})
-    from deepspeech_training.util.samples import read_sources
+    from deepspeech_training.data.samples import read_sources
     from deepspeech_training.util.text import load_alphabet
     alphabet = load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
     train_records, dev_records = read_sources([str(train)], alphabet), read_sources([str(dev)], alphabet)
@@ -80,7 +80,7 @@ def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, tmp_path):
                     for b in train_batches(len(train_records), batch, 2, rank, epoch) for i in b]
         expected += [os.path.basename(dev_records[i].audio_path) for _ in range(epochs)
                      for b in eval_batches(len(dev_records), batch, 2, rank) for i in b if i != PADDING]
-        # ... plus, once, the headers of its slice of all audio paths (the validation pass, util/validation.py)
+        # ... plus, once, the headers of its slice of all audio paths (the validation pass, data/validation.py)
         audio_paths = sorted({r.audio_path for r in train_records + dev_records})
         expected += [os.path.basename(p) for p in audio_paths[rank::2]]
         assert sorted(opened_wavs(traced_calls(trace_dir, rank))) == sorted(expected)

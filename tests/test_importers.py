@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import soundfile
 from conftest import ALPHABET, ROOT
-from deepspeech_training.util.importers import normalize_transcript
-from deepspeech_training.util.samples import read_csv
+from deepspeech_training.data.importers import normalize_transcript
+from deepspeech_training.data.samples import read_csv
 from deepspeech_training.util.text import load_alphabet
 
 needs_tools = pytest.mark.skipif(shutil.which('espeak-ng') is None or shutil.which('ffmpeg') is None,

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from deepspeech_training.util.samples import DataError, read_sources
+from deepspeech_training.data.samples import DataError, read_sources
 
 
 def write_csv(path, rows, header='wav_filename,wav_filesize,transcript'):

@@ -1,4 +1,4 @@
-"""The validation pass (util/validation.py and the CSV checks of util/samples.py), as a user meets it:
+"""The validation pass (data/validation.py and the CSV checks of data/samples.py), as a user meets it:
 a real `python DeepSpeech.py` (or two Horovod ranks) fed one bad input each, built in tmp_path from the
 bundled smoke-test wavs. Every failure must name the CSV, the line, the audio file, what is wrong and
 the fix, exit non-zero, and leave no checkpoint, flags.txt or summary behind."""
@@ -9,7 +9,7 @@ import pytest
 import soundfile
 
 from conftest import SMOKE_DIR, run_deepspeech, run_horovod, tiny_model_flags
-from deepspeech_training.util.validation import samples_at_rate
+from deepspeech_training.data.validation import samples_at_rate
 
 pytestmark = pytest.mark.slow
 HEADER = 'wav_filename,wav_filesize,transcript'

@@ -13,9 +13,9 @@ import tensorflow.compat.v1 as tfv1  # noqa: E402
 
 from deepspeech_training import distributed  # noqa: E402
 from deepspeech_training.graph import InputSet, build_forward, build_input, seed_graph  # noqa: E402
-from deepspeech_training.util.batching import train_batches  # noqa: E402
-from deepspeech_training.util.config import Config, N_CONTEXT, N_INPUT  # noqa: E402
-from deepspeech_training.util.samples import read_sources  # noqa: E402
+from deepspeech_training.data.batching import train_batches  # noqa: E402
+from deepspeech_training.config import Config, N_CONTEXT, N_INPUT  # noqa: E402
+from deepspeech_training.data.samples import read_sources  # noqa: E402
 from deepspeech_training.util.text import load_alphabet  # noqa: E402
 
 
@@ -23,12 +23,13 @@ def main(out_dir, csv_path, batch_size, use_horovod, dropout):
     tfv1.disable_eager_execution()
     dist = distributed.init(use_horovod)
     alphabet = load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
-    config = Config(alphabet, N_INPUT, N_CONTEXT, 512, 320, 24, alphabet.GetSize() + 1, '', '', '', '')
+    config = Config(alphabet, N_INPUT, N_CONTEXT, 512, 320, 24, alphabet.GetSize() + 1)
     records = read_sources([csv_path], alphabet)
     plan = lambda epoch: train_batches(len(records), batch_size, dist.size, dist.rank, epoch)[:1]  # noqa: E731
     training = InputSet('first batch', records, plan, batch_size)
     seed_graph(1, dist.rank)     # as train() does
-    forward = build_forward(build_input([training], config, 16000, True), config, 20.0)
+    batch, (iterator,) = build_input([training], config)
+    forward = build_forward(batch, config)
     optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(0.001))
     grads_and_vars = optimizer.compute_gradients(forward.mean_loss)
     local = tfv1.gradients(forward.mean_loss, [v for _, v in grads_and_vars])
@@ -36,7 +37,7 @@ def main(out_dir, csv_path, batch_size, use_horovod, dropout):
     with tfv1.Session() as session:
         session.run(tfv1.global_variables_initializer())
         session.run(broadcast)
-        session.run(training.initializer, {training.epoch: 0})
+        session.run(iterator.initializer, {iterator.epoch: 0})
         fetches = {v.op.name: g for g, v in grads_and_vars}
         fetches.update({'local/' + v.op.name: g for g, (_, v) in zip(local, grads_and_vars)})
         values = session.run(fetches, {rate: dropout for rate in forward.dropout_rates})   # one run: one batch

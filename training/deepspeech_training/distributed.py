@@ -62,9 +62,10 @@ class Single:
         collectives then would deadlock with an elastic job's ranks resyncing for a newly joined one."""
         return self
 
-    def training_state(self, session, broadcast, **values):
-        """What train() carries over a reset: `values` as attributes, the variables in `session`."""
-        return TrainingState(values)
+    def training_state(self, session, broadcast, progress):
+        """What training carries over a reset: `progress` (the trainer's dataclass, picklable) and the
+        variables in `session`."""
+        return TrainingState(progress)
 
     def run(self, state, train_fn):
         """train_fn(state) once the ranks agree on `state` (again after each elastic reset)."""
@@ -72,18 +73,12 @@ class Single:
 
 
 class TrainingState:
-    """train()'s Python progress (epoch, batch, dev tracker...) as attributes; the single-process and
+    """The trainer's Python progress (`progress`: epoch, batches done, dev tracker...), which a sync or
+    restore replaces with another object: read it through the state every time. The single-process and
     fixed-size cases never reset, so committing and checking for host changes cost nothing."""
 
-    def __init__(self, values):
-        self._names = list(values)
-        self.__dict__.update(values)
-
-    def values(self):
-        return {name: getattr(self, name) for name in self._names}
-
-    def set_values(self, values):
-        self.__dict__.update(values)
+    def __init__(self, progress):
+        self.progress = progress
 
     def commit(self):
         """Keep the current state in memory: a failed rank resets the others to it."""
@@ -94,15 +89,15 @@ class TrainingState:
 
 class BroadcastState(TrainingState):
     """Synced from rank 0: the global variables (weights, Adam slots, global_step, learning_rate) and
-    the Python values, so only rank 0 needs the checkpoint and its best dev loss."""
+    the progress, so only rank 0 needs the checkpoint and its best dev loss."""
 
-    def __init__(self, values, session, broadcast, broadcast_object):
-        super().__init__(values)
+    def __init__(self, progress, session, broadcast, broadcast_object):
+        super().__init__(progress)
         self.session, self.broadcast, self.broadcast_object = session, broadcast, broadcast_object
 
     def sync(self):
         self.session.run(self.broadcast)
-        self.set_values(self.broadcast_object(self.session, self.values()))
+        self.progress = self.broadcast_object(self.session, self.progress)
 
 
 class RankDivergenceError(RuntimeError):
@@ -205,8 +200,8 @@ class Horovod(Single):
     def size_tensor(self):
         return tf.cast(self.hvd.size_op(), tf.float32)
 
-    def training_state(self, session, broadcast, **values):
-        return BroadcastState(values, session, broadcast, self.broadcast_object)
+    def training_state(self, session, broadcast, progress):
+        return BroadcastState(progress, session, broadcast, self.broadcast_object)
 
     def run(self, state, train_fn):
         state.sync()
@@ -229,8 +224,8 @@ class Elastic(Horovod):
     def before_sync(self):
         return Single()
 
-    def training_state(self, session, broadcast, **values):
-        state = self._state_class(values, session, broadcast, self.broadcast_object, self.hvd.rank)
+    def training_state(self, session, broadcast, progress):
+        state = self._state_class(progress, session, broadcast, self.broadcast_object, self.hvd.rank)
         state.register_reset_callbacks([self.refresh])
         return state
 
@@ -252,8 +247,8 @@ def _elastic_state_class(State):
     tf.placeholder and its restore never runs its assign ops."""
 
     class ElasticState(BroadcastState, State):
-        def __init__(self, values, session, broadcast, broadcast_object, get_rank):
-            BroadcastState.__init__(self, values, session, broadcast, broadcast_object)
+        def __init__(self, progress, session, broadcast, broadcast_object, get_rank):
+            BroadcastState.__init__(self, progress, session, broadcast, broadcast_object)
             State.__init__(self, bcast_object=lambda obj: broadcast_object(session, obj), get_rank=get_rank)
             variables = tfv1.global_variables()
             with session.graph.as_default():
@@ -263,13 +258,13 @@ def _elastic_state_class(State):
             self._saved = None
 
         def save(self):
-            self._saved = (self.session.run(self._variables), copy.deepcopy(self.values()))
+            self._saved = (self.session.run(self._variables), copy.deepcopy(self.progress))
 
         def restore(self):
             """Back to the last commit (a rank failed mid-step: this rank's step may be half done)."""
-            variables, values = self._saved
+            variables, progress = self._saved
             self.session.run(self._load, dict(zip(self._fed, variables)))
-            self.set_values(copy.deepcopy(values))
+            self.progress = copy.deepcopy(progress)
 
         def sync(self):
             BroadcastState.sync(self)

@@ -1,15 +1,21 @@
-"""Decoding and WER/CER over test sets; under Horovod each rank decodes its shard and the chief
-gathers every sample's result (by index) and reports, so the report equals the single-process one."""
+"""Testing and transcribing a checkpoint: decoding, WER/CER, DeepSpeech's report. Under Horovod each
+rank decodes its shard and the chief gathers every sample's result (by index) and reports, so the
+report equals the single-process one."""
 import json
 import os
 from dataclasses import dataclass, asdict
 
 import jiwer
 import numpy as np
+import tensorflow.compat.v1 as tfv1
 from ds_ctcdecoder import ctc_beam_search_decoder_batch
 
-from .graph import run_set
-from .util.flags import FLAGS
+from . import distributed
+from .checkpoints import Checkpointer
+from .data.samples import SampleRecord
+from .graph import build_forward, build_input, create_session, set_steps
+from .trainer import eval_set
+from .util.atomic import atomic_write
 from .util.logging import log_info
 from .util.text import labels_to_text
 
@@ -38,20 +44,21 @@ def greedy_decode(probs, alphabet):
 
 
 class Decoder:
-    """CTC decoding as the flags ask: ds_ctcdecoder's beam search (with the KenLM scorer if given,
-    several processes per batch), or the greedy best path with --beam_width 1 and no scorer."""
+    """CTC decoding as `settings` (DecodingSettings) ask: ds_ctcdecoder's beam search (with the KenLM
+    scorer if given, several processes per batch), or the greedy best path with beam width 1 and no scorer."""
 
-    def __init__(self, alphabet, scorer=None):
-        self.alphabet, self.scorer = alphabet, scorer
+    def __init__(self, alphabet, settings, scorer=None):
+        self.alphabet, self.settings, self.scorer = alphabet, settings, scorer
         self.processes = os.cpu_count() or 1
 
     def decode(self, probs, lengths):
         """probs [batch, time, classes] (softmax), lengths [batch] -> one transcript per sample."""
-        if FLAGS.beam_width == 1 and self.scorer is None:
+        settings = self.settings
+        if settings.beam_width == 1 and self.scorer is None:
             return [greedy_decode(p[:n], self.alphabet) for p, n in zip(probs, lengths)]
         results = ctc_beam_search_decoder_batch(
-            np.ascontiguousarray(probs, np.float64), list(lengths), self.alphabet, FLAGS.beam_width,
-            num_processes=self.processes, cutoff_prob=FLAGS.cutoff_prob, cutoff_top_n=FLAGS.cutoff_top_n,
+            np.ascontiguousarray(probs, np.float64), list(lengths), self.alphabet, settings.beam_width,
+            num_processes=self.processes, cutoff_prob=settings.cutoff_prob, cutoff_top_n=settings.cutoff_top_n,
             scorer=self.scorer)
         return [beams[0][1] if beams else '' for beams in results]
 
@@ -69,23 +76,20 @@ def score(result):
     return result
 
 
-def decode_set(session, input_set, forward, decoder, dist):
+def decode_set(session, iterator, forward, decoder, dist):
     """Every sample's SampleResult on the chief (sorted as the set), [] on the other ranks."""
     local = []
-
-    def collect(values):
+    fetches = {'probabilities': forward.probabilities, 'seq_length': forward.seq_length}
+    for values in set_steps(session, iterator, forward, fetches=fetches):
         real = values['weights'] > 0
         texts = decoder.decode(values['probabilities'][real], values['seq_length'][real])
         local.extend(zip(values['indices'][real].tolist(), texts, values['losses'][real].tolist()))
-
-    run_set(session, input_set, forward, extra_fetches={'probabilities': forward.probabilities,
-                                                        'seq_length': forward.seq_length}, on_batch=collect)
     gathered = dist.gather(session, local)
     if not dist.is_chief:
         return []
+    records = iterator.input_set.records
     decoded = sorted((item for rank_items in gathered for item in rank_items), key=lambda item: item[0])
-    return [score(SampleResult(input_set.records[i].audio_path, input_set.records[i].transcript, text, loss))
-            for i, text, loss in decoded]
+    return [score(SampleResult(records[i].audio_path, records[i].transcript, text, loss)) for i, text, loss in decoded]
 
 
 def summarize(results):
@@ -118,7 +122,52 @@ def report(set_name, results, report_count):
 
 def write_test_output(path, results):
     """--test_output_file: every sample of every test set as a JSON list."""
-    with open(path + '.tmp', 'w', encoding='utf-8') as out:
+    with atomic_write(path, encoding='utf-8') as out:
         json.dump([asdict(r) for r in results], out, indent=2, ensure_ascii=False)
-    os.replace(path + '.tmp', path)
     log_info('Wrote {} test results to {}'.format(len(results), path))
+
+
+def build_evaluation(settings, sets, dist):
+    """The graph that decodes `sets` from a checkpoint: (forward pass, a SetIterator per set,
+    checkpointer, broadcast)."""
+    tfv1.reset_default_graph()
+    batch, iterators = build_input(sets, settings.model)
+    forward = build_forward(batch, settings.model)
+    tfv1.train.get_or_create_global_step()
+    tfv1.get_variable('learning_rate', initializer=0.0, trainable=False)    # loaded with the checkpoint
+    checkpoints = settings.checkpoints
+    checkpointer = Checkpointer(checkpoints.load_dir, checkpoints.save_dir, checkpoints.max_to_keep, dist)
+    return forward, iterators, checkpointer, dist.broadcast_op()
+
+
+def test(dist, settings, test_sets, decoder):
+    """Decode each test set (name -> records) from the checkpoint --load_evaluate picks; print
+    DeepSpeech's report. Returns {name: (WER, CER, loss)} on the chief."""
+    decoding = settings.decoding
+    sets = [eval_set('Test ' + name, records, decoding.test_batch_size, dist) for name, records in test_sets.items()]
+    forward, iterators, checkpointer, broadcast = build_evaluation(settings, sets, dist)
+    all_results, metrics = [], {}
+    with create_session(dist, settings.session) as session:
+        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate)
+        session.run(broadcast)
+        for iterator, name in zip(iterators, test_sets):
+            iterator.restart(end_epoch=1)     # one pass
+            results = decode_set(session, iterator, forward, decoder, dist)
+            if dist.is_chief:
+                metrics[name] = report(name, results, decoding.report_count)
+                all_results += results
+    if dist.is_chief and decoding.test_output_file:
+        write_test_output(decoding.test_output_file, all_results)
+    return metrics
+
+
+def transcribe(settings, wav_paths, decoder):
+    """Transcripts of WAV files from the --load_evaluate checkpoint (the test graph, without labels)."""
+    single = distributed.Single()
+    records = [SampleRecord(path, 0, '', (0,), path, 0) for path in wav_paths]
+    forward, iterators, checkpointer, _ = build_evaluation(settings, [eval_set('Transcribing', records, 1, single)],
+                                                           single)
+    with create_session(single, settings.session) as session:
+        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate)
+        iterators[0].restart(end_epoch=1)
+        return [r.res for r in decode_set(session, iterators[0], forward, decoder, single)]

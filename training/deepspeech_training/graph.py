@@ -1,6 +1,7 @@
 """Graph pieces shared by training, validation and testing: an iterator per set behind one input
 (the set is chosen by feeding its iterator's handle), the forward pass with per-sample CTC loss, and
 the loop that runs a set's batches."""
+import os
 from dataclasses import dataclass
 from typing import Callable, List
 
@@ -8,15 +9,16 @@ import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
+from .config import session_config
 from .model import create_model, ctc_loss, dropout_placeholders, lstm_function
-from .util.feeding import changed_audio_error, create_dataset, endless
-from .util.logging import Progress
-from .util.samples import DataError
+from .data.feeding import changed_audio_error, create_dataset, endless
+from .util.logging import Progress, log_info
+from .data.samples import DataError
 
 
 @dataclass
 class InputSet:
-    """One set (a CSV, or the merged train CSVs) ready to feed: its records and batch plan."""
+    """One set (a CSV, or the merged train CSVs) to feed: its records and batch plan."""
     name: str
     records: list
     plan: Callable[[int], List[list]]     # epoch -> this rank's batches of record indices
@@ -24,27 +26,40 @@ class InputSet:
     augmenter: object = None                # augmentations.Augmenter, for training only
     feature_cache: object = None            # feature_cache.FeatureCache, for training only
     make_dataset: Callable = create_dataset   # create_dataset's signature (a benchmark feeds cached batches)
-    # Filled in by build_input: the initializer of this set's iterator, run with `epoch` and
-    # `first_batch` fed, says where the set's endless dataset starts; `string_handle` and `selector`
-    # (the placeholder to feed it to) make the input read from this set.
+
+    def n_batches(self, epoch=0):
+        return len(self.plan(epoch))
+
+
+@dataclass
+class SetIterator:
+    """The iterator build_input made for one InputSet, and where it stands.
+
+    Its initializer, run with `epoch` and `first_batch` fed, says where the set's (endless) dataset
+    starts; feeding `handle` to `selector` makes the input read this set."""
+    input_set: InputSet
+    end_epoch: int = None   # the first epoch the run will not reach (None: not known)
     initializer: object = None
     epoch: object = None
     first_batch: object = None
     string_handle: object = None
     selector: object = None
-    # (epoch, first batch) the iterator yields next, None when unknown (never started, or a run of its
-    # batches did not finish): run_set starts the iterator there only when it is somewhere else.
-    position: tuple = None
     handle: bytes = None
-    end_epoch: int = None   # the first epoch the run will not reach (None: not known)
+    # (epoch, first batch) the iterator yields next, None when unknown (never started, or a run of its
+    # batches did not finish): set_steps starts the iterator there only when it is somewhere else.
+    position: tuple = None
+
+    @property
+    def name(self):
+        return self.input_set.name
 
     def n_batches(self, epoch=0):
-        return len(self.plan(epoch))
+        return self.input_set.n_batches(epoch)
 
     def planned(self, epoch):
         """This set's batches of `epoch`, none from `end_epoch` on: the dataset ends there instead of
         reading ahead into an epoch that never comes."""
-        return [] if self.end_epoch is not None and epoch >= self.end_epoch else self.plan(epoch)
+        return [] if self.end_epoch is not None and epoch >= self.end_epoch else self.input_set.plan(epoch)
 
     def select(self, session, feed=None):
         """`feed` plus what makes the input read this set's next batch."""
@@ -53,6 +68,11 @@ class InputSet:
         feed = dict(feed or {})
         feed[self.selector] = self.handle
         return feed
+
+    def restart(self, end_epoch):
+        """Forget where the iterator stands (after an elastic reset the plans are the new ranks'), and
+        end it before `end_epoch`."""
+        self.position, self.end_epoch = None, end_epoch
 
 
 @dataclass
@@ -75,50 +95,63 @@ def seed_graph(seed, rank):
     tfv1.set_random_seed(seed + rank)
 
 
-def build_input(sets, config, sample_rate, normalize_sample_rate):
-    """One batch input for all `sets`, each with an iterator of its own (filled in on each set); it reads
-    the first set unless another's handle is fed (InputSet.select)."""
+def build_input(sets, config):
+    """One batch input for all `sets`: (the batch tensors, a SetIterator per set). It reads the first
+    set unless another's handle is fed (SetIterator.select)."""
     iterators = []
     for input_set in sets:
-        dataset, input_set.epoch, input_set.first_batch = input_set.make_dataset(
-            input_set.records, input_set.planned, input_set.batch_size, config, sample_rate, normalize_sample_rate,
-            augmenter=input_set.augmenter, feature_cache=input_set.feature_cache)
-        iterator = tfv1.data.make_initializable_iterator(dataset)
-        input_set.initializer, input_set.string_handle = iterator.initializer, iterator.string_handle()
+        iterator = SetIterator(input_set)
+        dataset, iterator.epoch, iterator.first_batch = input_set.make_dataset(
+            input_set.records, iterator.planned, input_set.batch_size, config, augmenter=input_set.augmenter,
+            feature_cache=input_set.feature_cache)
+        tf_iterator = tfv1.data.make_initializable_iterator(dataset)
+        iterator.initializer, iterator.string_handle = tf_iterator.initializer, tf_iterator.string_handle()
         iterators.append(iterator)
-    selector = tfv1.placeholder_with_default(sets[0].string_handle, [], 'input_set')
-    for input_set in sets:
-        input_set.selector, input_set.position, input_set.handle = selector, None, None
-    return tfv1.data.Iterator.from_string_handle(selector, tfv1.data.get_output_types(iterators[0]),
-                                                 tfv1.data.get_output_shapes(iterators[0])).get_next()
+    selector = tfv1.placeholder_with_default(iterators[0].string_handle, [], 'input_set')
+    for iterator in iterators:
+        iterator.selector = selector
+    batch = tfv1.data.Iterator.from_string_handle(selector, tfv1.data.get_output_types(dataset),
+                                                  tfv1.data.get_output_shapes(dataset)).get_next()
+    return batch, iterators
 
 
-def build_forward(batch, config, relu_clip):
+def build_forward(batch, config):
     indices, weights, windows, seq_length, labels, label_lengths = batch
     dropout_rates = dropout_placeholders()
-    logits, _ = create_model(windows, seq_length, config, dropout_rates, relu_clip,
-                             lstm=lstm_function(config.lstm_impl))
+    logits, _ = create_model(windows, seq_length, config, dropout_rates, lstm=lstm_function(config.lstm_impl))
     losses = ctc_loss(logits, seq_length, labels, label_lengths) * weights
     mean_loss = tf.reduce_sum(losses) / tf.maximum(tf.reduce_sum(weights), 1.0)
     probabilities = tf.nn.softmax(tf.transpose(logits, [1, 0, 2]))
     return Forward(indices, weights, losses, mean_loss, logits, probabilities, seq_length, dropout_rates)
 
 
-def run_set(session, input_set, forward, epoch=0, extra_fetches=None, feed=None, on_batch=None, first_batch=0):
-    """Run the batches of `input_set`'s `epoch` from `first_batch` on; returns (sum of sample losses,
-    sample count).
+@dataclass
+class LossTotals:
+    """Sum of sample losses and sample count (padding weighs 0) over the steps seen so far."""
+    loss_sum: float = 0.0
+    count: float = 0.0
 
-    `on_batch(values)` sees each step's fetched values (a dict with 'indices', 'weights', 'losses' and
-    the `extra_fetches`)."""
-    if input_set.position != (epoch, first_batch):
-        session.run(input_set.initializer, {input_set.epoch: epoch, input_set.first_batch: first_batch})
-    input_set.position = None
-    fetches = dict(indices=forward.indices, weights=forward.weights, losses=forward.losses,
-                   **(extra_fetches or {}))
-    feed = input_set.select(session, feed)
-    n_batches = input_set.n_batches(epoch)
-    progress = Progress(input_set.name, n_batches)
-    loss_sum, count = 0.0, 0.0
+    def add(self, values):
+        self.loss_sum += float(np.sum(values['losses']))
+        self.count += float(np.sum(values['weights']))
+
+    @property
+    def mean(self):
+        return self.loss_sum / max(self.count, 1.0)
+
+
+def set_steps(session, iterator, forward, epoch=0, fetches=None, feed=None, first_batch=0, totals=None):
+    """Run the batches of `iterator`'s set in `epoch` from `first_batch` on, yielding each step's fetched
+    values (a dict with 'indices', 'weights', 'losses' and the `fetches`), which `totals` (LossTotals)
+    adds up for the progress bar and the caller."""
+    if iterator.position != (epoch, first_batch):
+        session.run(iterator.initializer, {iterator.epoch: epoch, iterator.first_batch: first_batch})
+    iterator.position = None
+    fetches = dict(indices=forward.indices, weights=forward.weights, losses=forward.losses, **(fetches or {}))
+    feed = iterator.select(session, feed)
+    totals = totals if totals is not None else LossTotals()
+    n_batches = iterator.n_batches(epoch)
+    progress = Progress(iterator.name, n_batches)
     for step in range(first_batch + 1, n_batches + 1):
         try:
             values = session.run(fetches, feed)
@@ -127,11 +160,30 @@ def run_set(session, input_set, forward, epoch=0, extra_fetches=None, feed=None,
             if changed:
                 raise DataError([changed]) from None
             raise
-        loss_sum += float(np.sum(values['losses']))
-        count += float(np.sum(values['weights']))
-        if on_batch:
-            on_batch(values)
-        progress.update(step, loss_sum / max(count, 1.0))
+        totals.add(values)
+        yield values
+        progress.update(step, totals.mean)
     progress.finish()
-    input_set.position = (epoch + 1, 0) if endless(input_set.feature_cache) else None
-    return loss_sum, count
+    iterator.position = (epoch + 1, 0) if endless(iterator.input_set.feature_cache) else None
+
+
+def run_set(session, iterator, forward, epoch=0):
+    """The LossTotals of one pass over `iterator`'s set in `epoch` (validation)."""
+    totals = LossTotals()
+    for _ in set_steps(session, iterator, forward, epoch, totals=totals):
+        pass
+    return totals
+
+
+def create_session(dist, session_settings=None):
+    """A Session with this rank's thread shares and GPU; --intra/inter_op_parallelism_threads win."""
+    intra, inter = dist.threads_per_process()
+    if session_settings:
+        intra = session_settings.intra_op_parallelism_threads or intra
+        inter = session_settings.inter_op_parallelism_threads or inter
+    if dist.size > 1:
+        log_info('{} rank(s) on this host: {} intra-op and {} inter-op thread(s) each; Horovod cycle time {} ms, '
+                 'fusion buffer {} bytes'.format(dist.local_size, intra, inter,
+                                                 os.environ.get('HOROVOD_CYCLE_TIME', '1'),
+                                                 os.environ.get('HOROVOD_FUSION_THRESHOLD', 128 * 1024 * 1024)))
+    return tfv1.Session(config=session_config(intra, inter, dist.visible_gpu()))

@@ -157,7 +157,7 @@ def scan_lstm(x, seq_length, n_cell, initial_state=None):
 
 
 # --lstm_impl values. Checkpoints are interchangeable: the same variables, cell and final state.
-LSTM_IMPLS = ['auto', 'fused', 'scan']
+LSTM_IMPLS = ['auto', 'fused', 'scan']    # flags.py offers these
 
 
 def lstm_function(lstm_impl='auto'):
@@ -168,12 +168,12 @@ def lstm_function(lstm_impl='auto'):
     return {'fused': fused_lstm, 'scan': scan_lstm}[lstm_impl]
 
 
-def create_model(windows, seq_length, config, dropout_rates, relu_clip=20.0, initial_state=None, lstm=fused_lstm):
+def create_model(windows, seq_length, config, dropout_rates, initial_state=None, lstm=fused_lstm):
     """windows [B, T, 2*n_context+1, n_input] -> time-major logits [T, B, n_classes] and LSTM state.
 
     dropout_rates: six scalars (tensors), for layers 1, 2, 3, 4 (LSTM output), 5 and, as in
     DeepSpeech 0.9, the input of layer 6 (applied after layer 5's own rate)."""
-    batch = size(windows, 0)
+    batch, relu_clip = size(windows, 0), config.relu_clip
     time_major = tf.transpose(windows, [1, 0, 2, 3])
     x = tf.reshape(time_major, [-1, config.window_width * config.n_input])
     layer_1 = dense('layer_1', x, config.n_hidden, dropout_rates[0], relu_clip=relu_clip)

@@ -1,24 +1,38 @@
 """Rank-aware logging and progress bars: infos and bars only on the chief, warnings and errors from
-every rank, prefixed with the rank when there is more than one."""
+every rank, prefixed with the rank when there is more than one.
+
+The rank is asked of the process's `dist` (distributed.py) at every message, so an elastic reset that
+renumbers the ranks needs no call here."""
 import sys
 
 import progressbar
 
-_state = {'rank': 0, 'size': 1, 'show_progressbar': True}
+
+class _OneProcess:
+    rank, size = 0, 1
 
 
-def configure(rank=0, size=1, show_progressbar=True):
-    _state.update(rank=rank, size=size, show_progressbar=show_progressbar)
+_state = {'dist': _OneProcess(), 'show_progressbar': True}
+
+
+def configure(dist=None, show_progressbar=True):
+    """Log as `dist`'s rank (anything with `rank` and `size`; None: one process)."""
+    _state.update(dist=dist or _OneProcess(), show_progressbar=show_progressbar)
+
+
+def _is_chief():
+    return _state['dist'].rank == 0
 
 
 def _emit(level, message):
-    prefix = '[rank {}] '.format(_state['rank']) if _state['size'] > 1 else ''
+    dist = _state['dist']
+    prefix = '[rank {}] '.format(dist.rank) if dist.size > 1 else ''
     print('{}{} {}'.format(prefix, level, message), file=sys.stderr if level != 'I' else sys.stdout,
           flush=True)
 
 
 def log_info(message):
-    if _state['rank'] == 0:
+    if _is_chief():
         _emit('I', message)
 
 
@@ -36,7 +50,7 @@ class Progress:
     def __init__(self, label, max_value, unit='Steps', show_loss=True):
         self.label = label
         self.bar = None
-        if _state['rank'] == 0 and _state['show_progressbar']:
+        if _is_chief() and _state['show_progressbar']:
             widgets = [label, ' | ', progressbar.Timer(), ' | {}: '.format(unit), progressbar.Counter(), '/',
                        str(max_value)]
             if show_loss:

@@ -8,23 +8,23 @@ it. The `metadata_*` constants tell a client the sample rate, window, beam width
 
 Files: <name>.pb, a frozen GraphDef in the ops and dtypes the deepspeech 0.9.3 client's TensorFlow 2.3
 runtime carries (BlockLSTM for the LSTM); <name>.pbmm, the same graph with its weights memory-mapped
-(util/memmapped.py); <name>.tflite for deepspeech-tflite 0.9.3 and Coqui stt 1.4.0 (util/tflite_compat.py).
+(export/memmapped.py); <name>.tflite for deepspeech-tflite 0.9.3 and Coqui stt 1.4.0 (export/tflite_compat.py).
 """
 import json
 import os
-import shutil
 import zipfile
 
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .model import create_model, fused_lstm, unrolled_lstm
-from .util.checkpoints import Checkpointer
-from .util.feeding import audio_to_features
-from .util.flags import FLAGS
-from .util.logging import log_info
-from .util.memmapped import memmapped
-from .util.tflite_compat import for_released_clients
+from ..checkpoints import Checkpointer
+from ..data.feeding import audio_to_features
+from ..distributed import Single
+from ..model import create_model, fused_lstm, unrolled_lstm
+from ..util.atomic import atomic_write
+from ..util.logging import log_info
+from .memmapped import memmapped
+from .tflite_compat import for_released_clients
 
 # DeepSpeech 0.9's native client accepts graphs of this version.
 GRAPH_VERSION = 6
@@ -41,59 +41,61 @@ def create_inference_graph(config, n_steps=16, tflite=False):
     runs all n_steps (unrolled: TF Lite has no BlockLSTM; a partial last chunk's extra steps only
     change the state after it, which is never used) and `logits` are [n_steps, classes]."""
     samples = tfv1.placeholder(tf.float32, [config.audio_window_samples], 'input_samples')
-    tf.identity(audio_to_features(samples, FLAGS.audio_sample_rate, config), name='mfccs')
+    tf.identity(audio_to_features(samples, config), name='mfccs')
     windows = tfv1.placeholder(tf.float32, [1, n_steps, config.window_width, config.n_input], 'input_node')
     lengths = None if tflite else tfv1.placeholder(tf.int32, [1], 'input_lengths')
     state = (tfv1.placeholder(tf.float32, [1, config.n_hidden], 'previous_state_c'),
              tfv1.placeholder(tf.float32, [1, config.n_hidden], 'previous_state_h'))
-    logits, (new_c, new_h) = create_model(windows, lengths, config, [0.0] * 6, FLAGS.relu_clip, initial_state=state,
+    logits, (new_c, new_h) = create_model(windows, lengths, config, [0.0] * 6, initial_state=state,
                                           lstm=unrolled_lstm if tflite else fused_lstm)
     tf.nn.softmax(tf.squeeze(logits, [1]) if tflite else logits, name='logits')
     tf.identity(new_c, name='new_state_c')
     tf.identity(new_h, name='new_state_h')
     tfv1.train.get_or_create_global_step()
-    tfv1.get_variable('learning_rate', initializer=FLAGS.learning_rate, trainable=False)
+    tfv1.get_variable('learning_rate', initializer=0.0, trainable=False)    # loaded with the checkpoint
 
 
-def add_metadata(config):
+def add_metadata(config, beam_width):
     tf.constant([GRAPH_VERSION], name='metadata_version')
-    tf.constant([FLAGS.audio_sample_rate], name='metadata_sample_rate')
-    tf.constant([FLAGS.feature_win_len], name='metadata_feature_win_len')
-    tf.constant([FLAGS.feature_win_step], name='metadata_feature_win_step')
-    tf.constant([FLAGS.export_beam_width], name='metadata_beam_width')
+    tf.constant([config.sample_rate], name='metadata_sample_rate')
+    tf.constant([config.feature_win_len], name='metadata_feature_win_len')
+    tf.constant([config.feature_win_step], name='metadata_feature_win_step')
+    tf.constant([beam_width], name='metadata_beam_width')
     tf.constant([config.alphabet.Serialize()], name='metadata_alphabet')
 
 
-def frozen_graph(config, tflite=False):
+def frozen_graph(settings, tflite=False):
     """The inference graph with the --load_evaluate checkpoint's values as constants."""
     tfv1.reset_default_graph()
-    create_inference_graph(config, n_steps=FLAGS.n_steps, tflite=tflite)
-    add_metadata(config)
-    checkpointer = Checkpointer(config.load_checkpoint_dir, config.save_checkpoint_dir, 1, is_chief=True)
+    create_inference_graph(settings.model, n_steps=settings.export.n_steps, tflite=tflite)
+    add_metadata(settings.model, settings.export.export_beam_width)
+    checkpoints = settings.checkpoints
+    checkpointer = Checkpointer(checkpoints.load_dir, checkpoints.save_dir, 1, Single())
     with tfv1.Session() as session:
-        checkpointer.load_for_evaluation(session, FLAGS.load_evaluate)
+        checkpointer.load_for_evaluation(session, checkpoints.load_evaluate)
         frozen = tfv1.graph_util.convert_variables_to_constants(
             session, session.graph.as_graph_def(), OUTPUT_NAMES + METADATA_NAMES)
     return tfv1.graph_util.extract_sub_graph(frozen, OUTPUT_NAMES + METADATA_NAMES)
 
 
-def export(config):
+def export(settings):
     """Freeze the --load_evaluate checkpoint into <export_dir>/<export_file_name>.pb and .pbmm (and
-    .tflite, .zip)."""
-    os.makedirs(FLAGS.export_dir, exist_ok=True)
-    base = os.path.join(FLAGS.export_dir, FLAGS.export_file_name)
-    graph = frozen_graph(config)
+    .tflite, .zip), as `settings` (Settings: model, export, checkpoints, decoding) say."""
+    options = settings.export
+    os.makedirs(options.export_dir, exist_ok=True)
+    base = os.path.join(options.export_dir, options.export_file_name)
+    graph = frozen_graph(settings)
     write_atomically(base + '.pb', graph.SerializeToString())
     write_atomically(base + '.pbmm', memmapped(graph))
     log_info('Exported model to {0}.pb and {0}.pbmm'.format(base))
     files = [base + '.pb', base + '.pbmm']
-    if FLAGS.export_tflite or FLAGS.export_zip:
-        write_atomically(base + '.tflite', to_tflite(frozen_graph(config, tflite=True), FLAGS.export_quantize))
+    if options.export_tflite or options.export_zip:
+        write_atomically(base + '.tflite', to_tflite(frozen_graph(settings, tflite=True), options.export_quantize))
         log_info('Exported TensorFlow Lite model to {}.tflite{}'.format(
-            base, ' (quantised)' if FLAGS.export_quantize else ''))
+            base, ' (quantised)' if options.export_quantize else ''))
         files.append(base + '.tflite')
-    if FLAGS.export_zip:
-        package(base, files, config)
+    if options.export_zip:
+        package(base, files, settings)
 
 
 def to_tflite(frozen, quantize):
@@ -114,25 +116,24 @@ def to_tflite(frozen, quantize):
         return for_released_clients(converter.convert())
 
 
-def package(base, files, config):
+def package(base, files, settings):
     """<base>.zip: the model files, the scorer (if any) and info.json with the metadata."""
-    info = {'name': FLAGS.export_model_name, 'version': FLAGS.export_model_version,
-            'author': FLAGS.export_author_id, 'contact_info': FLAGS.export_contact_info,
-            'license': FLAGS.export_license, 'language': FLAGS.export_language,
-            'description': FLAGS.export_description, 'sample_rate': FLAGS.audio_sample_rate,
-            'beam_width': FLAGS.export_beam_width, 'n_hidden': config.n_hidden,
-            'lm_alpha': FLAGS.lm_alpha, 'lm_beta': FLAGS.lm_beta}
-    if FLAGS.scorer_path:
-        files = files + [FLAGS.scorer_path]
-    with zipfile.ZipFile(base + '.zip.tmp', 'w', zipfile.ZIP_DEFLATED) as archive:
+    options, decoding = settings.export, settings.decoding
+    info = {'name': options.export_model_name, 'version': options.export_model_version,
+            'author': options.export_author_id, 'contact_info': options.export_contact_info,
+            'license': options.export_license, 'language': options.export_language,
+            'description': options.export_description, 'sample_rate': settings.model.sample_rate,
+            'beam_width': options.export_beam_width, 'n_hidden': settings.model.n_hidden,
+            'lm_alpha': decoding.lm_alpha, 'lm_beta': decoding.lm_beta}
+    if decoding.scorer_path:
+        files = files + [decoding.scorer_path]
+    with atomic_write(base + '.zip', 'wb') as out, zipfile.ZipFile(out, 'w', zipfile.ZIP_DEFLATED) as archive:
         for path in files:
             archive.write(path, os.path.basename(path))
         archive.writestr('info.json', json.dumps(info, indent=2))
-    shutil.move(base + '.zip.tmp', base + '.zip')
     log_info('Packed {} with {}'.format(base + '.zip', ', '.join(os.path.basename(f) for f in files)))
 
 
 def write_atomically(path, data):
-    with open(path + '.tmp', 'wb') as out:
+    with atomic_write(path, 'wb') as out:
         out.write(data)
-    os.replace(path + '.tmp', path)

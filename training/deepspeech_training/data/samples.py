@@ -5,7 +5,7 @@ import csv
 import os
 from dataclasses import dataclass
 
-from .text import TranscriptError, transcript_to_labels
+from ..util.text import TranscriptError, transcript_to_labels
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
 MAX_LISTED_PROBLEMS = 20

@@ -23,11 +23,12 @@ def no_augmentation(domain, tensor, units_per_ms):
     return tensor
 
 
-def audio_to_features(audio, sample_rate, config, augment=no_augmentation):
+def audio_to_features(audio, config, augment=no_augmentation):
     """DeepSpeech 0.9 features: power spectrogram -> 26 MFCCs per 20 ms frame. audio: [samples] float.
 
     `augment(domain, tensor, units_per_ms)` changes the signal [samples, 1], the spectrogram and the
     features [frames, bins] on the way (training only; see augmentations.py)."""
+    sample_rate = config.sample_rate
     frames_per_ms = 1.0 / (1000.0 * config.audio_step_samples / sample_rate)
     signal = augment(augmentations.SIGNAL, tf.expand_dims(audio, -1), sample_rate / 1000.0)
     spectrogram = tf.raw_ops.AudioSpectrogram(input=signal, window_size=config.audio_window_samples,
@@ -61,9 +62,9 @@ def frame_count(n_samples, config):
 CHANGED_AUDIO = 'audio changed during training'
 
 
-def read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate):
+def read_checked_audio(audio_reader, record, config):
     try:
-        return audio_reader(record.audio_path, sample_rate, normalize_sample_rate)
+        return audio_reader(record.audio_path, config.sample_rate, config.normalize_sample_rate)
     except (AudioError, OSError) as error:
         raise AudioError('{}: {} row {}: {}: {} (it passed the check at start: restore the file or remove its row, '
                          'then rerun the same command to resume from the last checkpoint)'
@@ -84,8 +85,7 @@ def endless(feature_cache):
     return feature_cache is None
 
 
-def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_sample_rate,
-                   audio_reader=read_audio, augmenter=None, feature_cache=None):
+def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio, augmenter=None, feature_cache=None):
     """A dataset of batches (indices, weights, features, feature_lengths, labels, label_lengths): the
     batches of `plan_fn(epoch)` (this rank's batches of an epoch), epoch after epoch if it is endless
     (see `endless`) until a plan is empty, else of that one epoch.
@@ -111,12 +111,12 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
         cached = feature_cache.get(index) if feature_cache else None
         if cached is not None:
             return index, 1.0, no_audio, labels, 0, 0.0, cached, True
-        audio = read_checked_audio(audio_reader, record, sample_rate, normalize_sample_rate)
+        audio = read_checked_audio(audio_reader, record, config)
         seed, clock = 0, 0.0
         if augmenter:
             seed = augmentations.sample_seed(augmenter.random_seed, epoch_value, index)
             clock = augmenter.clock(epoch_value, progress)
-            audio = augmenter.augment_audio(audio, sample_rate, seed, clock)
+            audio = augmenter.augment_audio(audio, config.sample_rate, seed, clock)
         return index, 1.0, audio, labels, seed, clock, no_features, False
 
     def generate(start_epoch, first_batch_value):
@@ -146,7 +146,7 @@ def create_dataset(records, plan_fn, batch_size, config, sample_rate, normalize_
 
             def augment(domain, tensor, units_per_ms):
                 return augmenter.augment_tensor(domain, tensor, seed, clock, units_per_ms, min_frames)
-        return audio_to_features(audio, sample_rate, config, augment)
+        return audio_to_features(audio, config, augment)
 
     def store(index, features, was_cached):
         if not was_cached:

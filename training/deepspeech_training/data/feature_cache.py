@@ -17,7 +17,8 @@ import threading
 
 import numpy as np
 
-from .logging import log_info, log_warn
+from ..util.atomic import atomic_write
+from ..util.logging import log_info, log_warn
 
 
 def cache_path(path, rank, size):
@@ -115,13 +116,9 @@ class FeatureCache:
             self.dirty = False
 
     def _write_index(self):
-        temporary = self.path + '.json.tmp'
-        with open(temporary, 'w') as index_file:
+        with atomic_write(self.path + '.json', durable=True) as index_file:
             json.dump(dict(key=self.key, built_epoch=self.built_epoch,
                            entries={str(i): list(v) for i, v in self.entries.items()}), index_file)
-            index_file.flush()
-            os.fsync(index_file.fileno())
-        os.replace(temporary, self.path + '.json')
 
     def close(self):
         self.data.close()
@@ -131,14 +128,15 @@ _DESCRIPTIONS = {'features': 'feature flags', 'augment': '--augment operations',
                  'n_samples': 'number of samples'}
 
 
-def open_feature_cache(path, records, config, flags, rank, size):
-    """The cache of this rank for training, or None without --feature_cache."""
+def open_feature_cache(path, records, config, training, rank, size):
+    """The cache of this rank for training, or None without --feature_cache (`training`: the
+    TrainingSettings, whose augmentations and cache period it follows)."""
     if not path:
         return None
-    if flags.augment and not flags.cache_for_epochs:
+    if training.augment and not training.cache_for_epochs:
         log_warn('--feature_cache keeps the augmented features of the first epoch for every later epoch; '
                  'give --cache_for_epochs N to draw new augmentations every N epochs')
-    feature_key = dict(features=[flags.audio_sample_rate, config.audio_window_samples, config.audio_step_samples,
-                                 config.n_input, flags.normalize_sample_rate],
-                       augment=[list(flags.augment or []), flags.random_seed if flags.augment else None])
-    return FeatureCache(cache_path(path, rank, size), records, config.n_input, feature_key, flags.cache_for_epochs)
+    feature_key = dict(features=[config.sample_rate, config.audio_window_samples, config.audio_step_samples,
+                                 config.n_input, config.normalize_sample_rate],
+                       augment=[list(training.augment or []), training.random_seed if training.augment else None])
+    return FeatureCache(cache_path(path, rank, size), records, config.n_input, feature_key, training.cache_for_epochs)

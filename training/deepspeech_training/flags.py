@@ -7,6 +7,8 @@ import os
 
 from absl import flags
 
+from .model import LSTM_IMPLS
+
 FLAGS = flags.FLAGS
 
 DEFAULT_DATA_HOME = os.path.join(os.environ.get('XDG_DATA_HOME', os.path.expanduser('~/.local/share')),
@@ -154,7 +156,7 @@ def create_flags():
                      lower_bound=0)
     f.DEFINE_integer('intra_op_parallelism_threads', 0, 'TensorFlow intra-op threads (0: automatic)',
                      lower_bound=0)
-    f.DEFINE_enum('lstm_impl', 'auto', ['auto', 'fused', 'scan'], 'LSTM implementation: "fused" (TensorFlow\'s '
+    f.DEFINE_enum('lstm_impl', 'auto', LSTM_IMPLS, 'LSTM implementation: "fused" (TensorFlow\'s '
                   'BlockLSTM op), "scan" (a loop of matmuls with a hand-written gradient; on CPU about 10x faster '
                   'training steps at n_hidden 2048), "auto" = fused when a GPU is visible, else scan; the same '
                   'results and checkpoints either way')
@@ -194,7 +196,7 @@ def split_files(csv_list):
 
 def _augmentations_ok(values):
     """The --augment values parse and suit the sample rate; raises with the parser's message."""
-    from .augmentations import AugmentationError, parse_augmentations   # TensorFlow: only when used
+    from .data.augmentations import AugmentationError, parse_augmentations   # TensorFlow: only when used
     try:
         for augmentation in parse_augmentations(values['augment']):
             augmentation.check_sample_rate(values['audio_sample_rate'])
@@ -246,10 +248,3 @@ def _register_validators():
         lambda v: not v['drop_source_layers'] or (v['train_files'] and v['load_train'] != 'init'),
         message='--drop_source_layers transfers weights into a training run: give --train_files and a '
                 'checkpoint to load from (--load_train best/last/auto)')
-
-
-def effective_dropout_rates():
-    """The six per-layer rates, with -1 meaning --dropout_rate (as DeepSpeech 0.9)."""
-    rates = [FLAGS.dropout_rate, FLAGS.dropout_rate2, FLAGS.dropout_rate3, FLAGS.dropout_rate4,
-             FLAGS.dropout_rate5, FLAGS.dropout_rate6]
-    return [FLAGS.dropout_rate if r < 0 else r for r in rates]

@@ -25,7 +25,3 @@ def read_audio(path, sample_rate, normalize_sample_rate=True):
         samples = librosa.resample(samples, orig_sr=file_rate, target_sr=sample_rate)
     return np.ascontiguousarray(samples, dtype=np.float32)
 
-
-def audio_duration(path):
-    """Duration in seconds from the file header, without decoding the samples."""
-    return soundfile.info(path).duration

@@ -19,8 +19,9 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 from tensorflow.python.lib.io import file_io   # the atomic write TensorFlow's own Saver uses for .meta
 
-from ..model import LAYERS_FROM_OUTPUT, LSTM_SCOPE
-from .logging import log_info, log_warn
+from .model import LAYERS_FROM_OUTPUT, LSTM_SCOPE
+from .util.atomic import atomic_write
+from .util.logging import log_info, log_warn
 
 TRAIN_STATE = 'checkpoint'
 BEST_STATE = 'best_dev_checkpoint'
@@ -169,10 +170,11 @@ def _point_best_state_at(directory, path):
 
 
 class Checkpointer:
-    """Savers and the load policies; everything is a no-op or plain init on non-chief ranks."""
+    """Savers and the load policies; everything is a no-op or plain init on non-chief ranks (asked of
+    `dist` each time: after an elastic reset the chief may be another process)."""
 
-    def __init__(self, load_dir, save_dir, max_to_keep, is_chief):
-        self.load_dir, self.save_dir, self.is_chief = load_dir, save_dir, is_chief
+    def __init__(self, load_dir, save_dir, max_to_keep, dist):
+        self.load_dir, self.save_dir, self.dist = load_dir, save_dir, dist
         # State files name checkpoints relative to their folder, so a checkpoint folder that is copied or
         # moved (to a cluster, into a release tarball) still names its own files.
         self.train_saver = tfv1.train.Saver(max_to_keep=max_to_keep, save_relative_paths=True)
@@ -193,6 +195,10 @@ class Checkpointer:
             self.meta_graphs[saver] = (session.graph.version, meta_graph)
         file_io.atomic_write_string_to_file(path + '.meta', meta_graph)
         return path
+
+    @property
+    def is_chief(self):
+        return self.dist.is_chief
 
     def _load_first(self, session, methods, drop_source_layers=0, load_cudnn=False):
         if not self.is_chief:
@@ -264,9 +270,8 @@ class Checkpointer:
         # Data files, then the loss record, then the state file: each step is complete before the next.
         path = self._save(self.best_saver, session, os.path.join(self.save_dir, 'best_dev'), step, write_state=False)
         record = os.path.join(self.save_dir, BEST_LOSS_FILE)
-        with open(record + '.tmp', 'w') as out:
+        with atomic_write(record) as out:
             json.dump({'checkpoint': os.path.basename(path), 'dev_loss': dev_loss}, out)
-        os.replace(record + '.tmp', record)
         _point_best_state_at(self.save_dir, path)
         return path
 

@@ -23,9 +23,9 @@ import soundfile
 import tensorflow.compat.v1 as tfv1
 
 from .feeding import frame_count
-from .logging import Progress, log_info, log_warn
+from ..util.logging import Progress, log_info, log_warn
 from .samples import DataError
-from .text import ctc_min_frames
+from ..util.text import ctc_min_frames
 
 # Problem kinds, as counted in the --skip_invalid_samples summary.
 MISSING = 'missing file'
@@ -84,8 +84,9 @@ def samples_at_rate(frames, file_rate, sample_rate):
     return int(math.ceil(frames * float(sample_rate) / file_rate))
 
 
-def check_record(record, header, config, sample_rate, normalize_sample_rate):
+def check_record(record, header, config):
     """None, or (kind, what is wrong and how to fix it) for one sample given its file's header."""
+    sample_rate = config.sample_rate
     if not isinstance(header, Header):
         return header
     if header.frames == 0:
@@ -93,7 +94,7 @@ def check_record(record, header, config, sample_rate, normalize_sample_rate):
     if header.channels != 1:
         return CHANNELS, ('{} channels, expected mono (convert with: sox in.wav -c 1 out.wav)'
                           .format(header.channels))
-    if header.sample_rate != sample_rate and not normalize_sample_rate:
+    if header.sample_rate != sample_rate and not config.normalize_sample_rate:
         return SAMPLE_RATE, ('sample rate {} Hz, expected {} Hz (resample it, e.g. sox in.wav -r {} out.wav, or '
                              'drop --nonormalize_sample_rate to resample while training)'
                              .format(header.sample_rate, sample_rate, sample_rate))
@@ -151,7 +152,7 @@ def _gather(dist, obj):
         return dist.gather(session, obj)
 
 
-def validate_sets(sets, config, dist, sample_rate, normalize_sample_rate, skip_invalid=False, workers=None):
+def validate_sets(sets, config, dist, skip_invalid=False, workers=None):
     """Check the audio of every sample of `sets` (a list of (name, records)); the same on every rank.
 
     Raises DataError listing the invalid samples (CSV, line, audio path, what, fix). With `skip_invalid`
@@ -169,7 +170,7 @@ def validate_sets(sets, config, dist, sample_rate, normalize_sample_rate, skip_i
     found = []
     for path in mine:
         for s, i in uses[path]:
-            problem = check_record(sets[s][1][i], headers[path], config, sample_rate, normalize_sample_rate)
+            problem = check_record(sets[s][1][i], headers[path], config)
             if problem:
                 found.append((s, i) + problem)
     found = sorted(p for rank_found in _gather(dist, found) for p in rank_found)
@@ -210,8 +211,7 @@ def validate_sets(sets, config, dist, sample_rate, normalize_sample_rate, skip_i
     return kept
 
 
-def validate_input(dist, config, train_records, dev_sets, test_sets, sample_rate, normalize_sample_rate,
-                   skip_invalid=False):
+def validate_input(dist, config, train_records, dev_sets, test_sets, skip_invalid=False):
     """validate_sets() over main()'s sets: train records (or None), dev and test sets ({csv: records} or
     None). Returns them in the same shapes, without the invalid samples when `skip_invalid`."""
     sets = []
@@ -222,7 +222,7 @@ def validate_input(dist, config, train_records, dev_sets, test_sets, sample_rate
     sets += [('test set {}'.format(path), records) for path, records in (test_sets or {}).items()]
     if not sets:
         return train_records, dev_sets, test_sets
-    checked = iter(validate_sets(sets, config, dist, sample_rate, normalize_sample_rate, skip_invalid))
+    checked = iter(validate_sets(sets, config, dist, skip_invalid))
     if train_records:
         train_records = next(checked)
     if dev_sets is not None:

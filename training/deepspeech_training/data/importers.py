@@ -22,7 +22,8 @@ import progressbar
 import soundfile
 
 from .samples import CSV_COLUMNS
-from .text import ctc_min_frames, load_alphabet, transcript_to_labels, unknown_characters
+from ..util.atomic import atomic_write
+from ..util.text import ctc_min_frames, load_alphabet, transcript_to_labels, unknown_characters
 
 SAMPLE_RATE = 16000
 # The trainer's default --feature_win_step: CTC gets one frame per 20 ms of audio.
@@ -292,9 +293,8 @@ def convert_audio(source, wav):
     # Clip first: resampling can overshoot 1.0, and libsndfile would wrap such samples around.
     pcm = np.clip(np.round(mono * 32768), -32768, 32767).astype(np.int16)
     os.makedirs(os.path.dirname(wav), exist_ok=True)
-    part = wav + '.part'
-    soundfile.write(part, pcm, SAMPLE_RATE, subtype='PCM_16', format='WAV')
-    os.replace(part, wav)
+    with atomic_write(wav, 'wb') as out:
+        soundfile.write(out, pcm, SAMPLE_RATE, subtype='PCM_16', format='WAV')
     return len(pcm) / SAMPLE_RATE
 
 
@@ -302,13 +302,11 @@ def write_csv(csv_path, rows):
     """A DeepSpeech CSV of `rows`, file names relative to the CSV's folder, written whole or not at all."""
     folder = os.path.dirname(os.path.abspath(csv_path))
     os.makedirs(folder, exist_ok=True)
-    part = csv_path + '.part'
-    with open(part, 'w', encoding='utf-8', newline='') as csv_file:
+    with atomic_write(csv_path, encoding='utf-8', newline='') as csv_file:
         writer = csv.writer(csv_file, lineterminator='\n')
         writer.writerow(CSV_COLUMNS)
         for row in rows:
             writer.writerow([os.path.relpath(row.wav, folder), os.path.getsize(row.wav), row.transcript])
-    os.replace(part, csv_path)
 
 
 def print_summary(title, rows, dropped):

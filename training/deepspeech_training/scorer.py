@@ -13,7 +13,7 @@ import sys
 import numpy as np
 from ds_ctcdecoder import Scorer, UTF8Alphabet
 
-from .text import load_alphabet
+from .util.text import load_alphabet
 
 
 class ScorerError(ValueError):
@@ -79,7 +79,7 @@ def check_dictionary(path, alphabet, alphabet_path):
 def check_scorer(path, alphabet_path, bytes_output_mode):
     """Open the package in a child process; raise ScorerError if it crashes, fails or does not match."""
     training_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    child = subprocess.run([sys.executable, '-m', 'deepspeech_training.util.scorer', path, alphabet_path,
+    child = subprocess.run([sys.executable, '-m', 'deepspeech_training.scorer', path, alphabet_path,
                             str(int(bytes_output_mode))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True, env=dict(os.environ, PYTHONPATH=training_dir))
     if child.returncode < 0:

@@ -1,0 +1,91 @@
+"""DeepSpeech.py's command line: flags -> Settings, input read and checked, then train, test, export
+and transcribe as asked. With config.settings_from_flags, the only reader of FLAGS."""
+import sys
+
+import tensorflow as tf
+import tensorflow.compat.v1 as tfv1
+from absl import app
+
+from . import distributed
+from .checkpoints import CheckpointError, check_writable
+from .config import settings_from_flags
+from .data.batching import SetTooSmallError
+from .data.samples import DataError, read_sources
+from .data.validation import validate_input
+from .evaluate import Decoder, test, transcribe
+from .export import export
+from .flags import FLAGS, create_flags, split_files
+from .scorer import ScorerError, load_scorer
+from .trainer import Interrupted, Trainer
+from .util import logging
+
+
+def read_set(csv_paths, config, limit, reverse, kind):
+    records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse)
+    if not records:
+        raise DataError(['{}: no samples in {}'.format(kind, ', '.join(csv_paths))])
+    return records      # their audio is checked by validate_input(), all sets at once
+
+
+def read_input(config):
+    """(train records, dev sets, test sets) as the flags ask ({csv: records}; None when not asked)."""
+    train_records = dev_sets = test_sets = None
+    if FLAGS.train_files:
+        train_records = read_set(split_files(FLAGS.train_files), config, FLAGS.limit_train, FLAGS.reverse_train, 'train')
+        dev_sets = {p: read_set([p], config, FLAGS.limit_dev, FLAGS.reverse_dev, 'dev')
+                    for p in split_files(FLAGS.dev_files)}
+    if FLAGS.test_files:
+        test_sets = {p: read_set([p], config, FLAGS.limit_test, FLAGS.reverse_test, 'test')
+                     for p in split_files(FLAGS.test_files)}
+    return train_records, dev_sets, test_sets
+
+
+def make_decoder(settings):
+    """The Decoder the flags ask for; a bad scorer fails here, not after hours of training."""
+    decoding = settings.decoding
+    scorer = (load_scorer(decoding.scorer_path, decoding.lm_alpha, decoding.lm_beta, FLAGS.alphabet_config_path,
+                          FLAGS.bytes_output_mode) if decoding.scorer_path else None)
+    return Decoder(settings.model.alphabet, decoding, scorer)
+
+
+def main(_):
+    dist = distributed.init(FLAGS.horovod, FLAGS.horovod_elastic)
+    logging.configure(dist, FLAGS.show_progressbar)
+    if not (FLAGS.train_files or FLAGS.test_files or FLAGS.export_dir or FLAGS.one_shot_infer):
+        raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
+                             '--export_dir to export or --one_shot_infer to transcribe a file')
+    settings = settings_from_flags()
+    try:
+        # All input is read and checked before any graph is built or file written: every sample's audio
+        # (header only), the same outcome on every rank, before any collective.
+        train_records, dev_sets, test_sets = validate_input(dist.before_sync(), settings.model,
+                                                            *read_input(settings.model), FLAGS.skip_invalid_samples)
+        decoder = make_decoder(settings)
+        if train_records and dist.is_chief:
+            check_writable(settings.checkpoints.save_dir, 'checkpoints')
+            check_writable(settings.training.summary_dir, 'summaries')
+        if train_records:
+            Trainer(dist, settings, train_records, dev_sets).run(FLAGS.flags_into_string())
+        if test_sets:
+            test(dist, settings, test_sets, decoder)
+        if FLAGS.export_dir and dist.is_chief:
+            export(settings)
+        if FLAGS.one_shot_infer and dist.is_chief:
+            print(transcribe(settings, [FLAGS.one_shot_infer], decoder)[0])
+    except (DataError, SetTooSmallError, CheckpointError, ScorerError, distributed.RankDivergenceError) as error:
+        logging.log_error(str(error))
+        sys.exit(1)
+    except Interrupted as interrupted:
+        # 130 after SIGINT, 143 after SIGTERM. Under Horovod only rank 0 says so: a non-zero exit of
+        # another rank would make horovodrun kill rank 0 while it shuts down. Logged too, because
+        # horovodrun 0.28.1 may report 0 for ranks it stopped itself (doc/HOROVOD.rst).
+        logging.log_info('Exiting with code {}'.format(interrupted.exit_code))
+        sys.exit(interrupted.exit_code if dist.is_chief else 0)
+
+
+def run_script(entry=None):
+    """Start a command-line tool on the training flags: DeepSpeech.py's main, or `entry`."""
+    tfv1.disable_eager_execution()
+    tf.get_logger().setLevel('ERROR')   # TensorFlow's Python deprecation notices drown our log
+    create_flags()
+    app.run(entry or main)

@@ -1,0 +1,315 @@
+"""The Trainer: one training run, the same for one process, fixed-size Horovod and elastic Horovod.
+
+Everything that differs between them goes through the `dist` seam (distributed.py): `dist.run` calls
+`Trainer.train_epochs` once, or again after each elastic reset. Side effects (checkpoints, summaries,
+flags.txt, info logs) happen on the chief, asked of `dist` every time.
+"""
+import math
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+import tensorflow as tf
+import tensorflow.compat.v1 as tfv1
+
+from .checkpoints import Checkpointer, check_space, checkpoint_bytes
+from .data.augmentations import Augmenter, parse_augmentations
+from .data.batching import eval_batches, train_batches
+from .data.feature_cache import open_feature_cache
+from .early_stopping import DevTracker
+from .graph import InputSet, LossTotals, build_forward, build_input, create_session, run_set, seed_graph, set_steps
+from .util.logging import log_info
+
+
+def train_set(records, dist, config, training):
+    """The training InputSet of this rank; a set too small for ranks x batch fails here, before any work."""
+    def plan(epoch):
+        return train_batches(len(records), training.train_batch_size, dist.size, dist.rank, epoch,
+                             training.random_seed, training.shuffle_batches)
+    plan(0)
+    augmenter = None
+    if training.augment:
+        augmenter = Augmenter(parse_augmentations(training.augment), training.random_seed, training.epochs)
+    feature_cache = open_feature_cache(training.feature_cache, records, config, training, dist.rank, dist.size)
+    return InputSet('Training', records, plan, training.train_batch_size, augmenter, feature_cache)
+
+
+def eval_set(name, records, batch_size, dist):
+    """A validation or test InputSet: this rank's padded share of every sample."""
+    def plan(epoch):
+        return eval_batches(len(records), batch_size, dist.size, dist.rank)
+    return InputSet(name, records, plan, batch_size)
+
+
+def effective_learning_rate(learning_rate, global_step, size, steps_per_epoch, training):
+    """learning_rate x ranks, ramped up linearly from learning_rate during the warm-up (Goyal et al.).
+
+    `size` is a tensor, the number of ranks when the step runs (an elastic reset changes it). The
+    warm-up counts optimizer updates: with gradient accumulation global_step counts batches."""
+    passes = training.horovod_backward_passes_per_step
+    warmup = training.warmup_steps or training.warmup_epochs * steps_per_epoch / passes
+    if not warmup:
+        return learning_rate * size
+    updates = tf.cast(global_step // passes, tf.float32)
+    progress = tf.minimum(updates / float(warmup), 1.0)
+    return learning_rate * (1.0 + (size - 1.0) * progress)
+
+
+@dataclass
+class TrainingProgress:
+    """Where training stands besides the variables; synced from rank 0 with them, kept over an
+    elastic reset (a reset plans the rest of the epoch anew for the new number of ranks)."""
+    tracker: DevTracker             # best dev loss and epochs without improvement
+    epoch: int = None               # None: not started yet (taken from the synced global_step)
+    end_epoch: int = None           # the first epoch this run does not train
+    batches_done: int = 0           # of the current epoch, out of ...
+    batches_planned: int = 0        # ... the epoch's length when it was planned (0: not planned yet)
+    steps_run: int = 0              # by this run, counted alike on every rank (global_step may not be)
+
+
+class Summaries:
+    """TensorBoard scalars under summary_dir/{train,dev}, written by the chief (asked of `dist` at each
+    write: after an elastic reset another process may be rank 0)."""
+
+    def __init__(self, summary_dir, dist):
+        self.summary_dir, self.dist, self.writers = summary_dir, dist, {}
+
+    def scalars(self, kind, step, **values):
+        if not self.dist.is_chief:
+            return
+        if kind not in self.writers:
+            self.writers[kind] = tfv1.summary.FileWriter(os.path.join(self.summary_dir, kind))
+        summary = tfv1.Summary(value=[tfv1.Summary.Value(tag=tag, simple_value=float(value))
+                                      for tag, value in values.items()])
+        self.writers[kind].add_summary(summary, step)
+
+    def close(self):
+        for writer in self.writers.values():
+            writer.close()
+
+
+class Interrupted(Exception):
+    """Training stopped on SIGINT/SIGTERM after a train checkpoint of the current step was saved."""
+
+    def __init__(self, exit_code):
+        super().__init__('interrupted')
+        self.exit_code = exit_code
+
+
+class StopRequests:
+    """SIGINT and SIGTERM only set a flag (the handler saves nothing); the train loop reads it between
+    steps, and all ranks agree on it so they stop at the same step."""
+
+    def __init__(self):
+        self.signum, self.previous = 0, {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(signum) is not signal.SIG_IGN:   # e.g. SIGINT of a `cmd &` job
+                    self.previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, _frame):
+        self.signum = self.signum or signum
+
+    def __exit__(self, *_):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def exit_code(self, stop, sigint):
+        """From the agreed sums over ranks: None, or 130 if any rank got SIGINT, else 143 (SIGTERM)."""
+        if stop:
+            return 128 + (signal.SIGINT if sigint else signal.SIGTERM)
+        return None
+
+
+class Trainer:
+    """Owns a training run: its graph, session, checkpointer, summaries and the epoch loop."""
+
+    def __init__(self, dist, settings, train_records, dev_sets):
+        """Build the graph: `train_records` to train on, `dev_sets` (name -> records) to validate on."""
+        self.dist, self.settings = dist, settings
+        config, training = settings.model, settings.training
+        self.training_settings = training
+        tfv1.reset_default_graph()
+        seed_graph(training.random_seed, dist.rank)
+        sets = [train_set(train_records, dist, config, training)]
+        sets += [eval_set('Validation ' + name, records, training.dev_batch_size, dist)
+                 for name, records in dev_sets.items()]
+        batch, iterators = build_input(sets, config)
+        self.training, self.validations = iterators[0], iterators[1:]
+        self.feature_cache = sets[0].feature_cache
+        self.forward = build_forward(batch, config)
+        self.global_step = tfv1.train.get_or_create_global_step()
+        # Stored unscaled, so a checkpoint means the same whatever the number of ranks resuming it.
+        self.learning_rate = tfv1.get_variable('learning_rate', initializer=training.learning_rate, trainable=False)
+        self.new_rate = tfv1.placeholder(tf.float32, [])
+        self.set_learning_rate = self.learning_rate.assign(self.new_rate)
+        self.rate = effective_learning_rate(self.learning_rate, self.global_step, dist.size_tensor(),
+                                            self.training.n_batches(), training)
+        optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(self.rate, beta1=training.beta1, beta2=training.beta2,
+                                                                 epsilon=training.epsilon),
+                                        training.horovod_fp16_compression, training.horovod_backward_passes_per_step)
+        self.train_op = optimizer.minimize(self.forward.mean_loss, global_step=self.global_step)
+        self.broadcast = dist.broadcast_op()
+        checkpoints = settings.checkpoints
+        self.checkpointer = Checkpointer(checkpoints.load_dir, checkpoints.save_dir, checkpoints.max_to_keep, dist)
+        if dist.is_chief:
+            check_space(checkpoints.save_dir, 2 * checkpoint_bytes(), 'checkpoints')
+        self.summaries = Summaries(training.summary_dir, dist)
+        self.train_feed = dict(zip(self.forward.dropout_rates, training.dropout_rates))
+        self.train_fetches = dict(train=self.train_op, step=self.global_step, rate=self.rate,
+                                  mean_loss=self.forward.mean_loss)
+        self.session, self.last_save = None, None
+
+    def run(self, flags_text):
+        """Load (or initialise) the variables, write `flags_text` to flags.txt and train; raises
+        Interrupted after saving when a signal stopped the run."""
+        checkpoints, training = self.settings.checkpoints, self.training_settings
+        with create_session(self.dist, self.settings.session) as self.session, StopRequests() as self.stop_requests:
+            self.checkpointer.load_for_training(self.session, checkpoints.load_train, checkpoints.drop_source_layers,
+                                                checkpoints.load_cudnn)
+            if training.force_initialize_learning_rate:
+                self.session.run(self.set_learning_rate, {self.new_rate: training.learning_rate})
+            self._write_flags(flags_text)
+            tracker = DevTracker(self.checkpointer.best_dev_loss() if self.dist.is_chief else math.inf,
+                                 training.es_min_delta, training.es_epochs if training.early_stop else None,
+                                 training.plateau_epochs if training.reduce_lr_on_plateau else None)
+            state = self.dist.training_state(self.session, self.broadcast, TrainingProgress(tracker))
+            self.last_save = time.time()
+            try:
+                self.dist.run(state, self.train_epochs)
+            except Interrupted:
+                path = self.checkpointer.save_train(self.session, self.global_step)
+                log_info('Interrupted at global step {}, saved {}'.format(self.session.run(self.global_step), path))
+                self.dist.sum(self.session, [0.0])  # no rank exits (and makes horovodrun kill rank 0) before the save
+                raise
+            finally:
+                self.summaries.close()
+                if self.feature_cache:
+                    self.feature_cache.close()
+
+    def train_epochs(self, state):
+        """The epochs from `state` on: train, validate, save. dist.run calls this again, with the new
+        ranks, after each elastic reset; `state.progress` is the same object throughout one call."""
+        progress = self._start(state)
+        while progress.epoch < progress.end_epoch:
+            first_batch = self._plan_epoch(progress)
+            if first_batch < progress.batches_planned:     # else a reset came during this epoch's validation
+                started, totals = time.time(), LossTotals()
+                for values in set_steps(self.session, self.training, self.forward, progress.epoch, self.train_fetches,
+                                        self.train_feed, first_batch, totals):
+                    self.summaries.scalars('train', values['step'], step_loss=values['mean_loss'],
+                                           learning_rate=values['rate'])
+                    progress.batches_done += 1
+                    progress.steps_run += 1
+                    self._between_steps(state)
+                self._finish_epoch(progress, totals, (time.time() - started) / (progress.batches_planned - first_batch))
+                self._save_train(state)
+            if self.validations and self._validate(progress):
+                break
+            progress.epoch, progress.batches_done, progress.batches_planned = progress.epoch + 1, 0, 0
+            state.commit()
+
+    def _start(self, state):
+        """What a (re)start sets up: the reset hook. Returns the progress to go on from."""
+        progress = state.progress
+        if progress.epoch is None:
+            progress.epoch = self.session.run(self.global_step) // self.training.n_batches()
+            progress.end_epoch = progress.epoch + self.training_settings.epochs
+            if self.training.input_set.augmenter:
+                self.training.input_set.augmenter.first_epoch = progress.epoch  # A:B ranges run over this run
+        for iterator in [self.training] + self.validations:
+            iterator.restart(progress.end_epoch)
+        base_rate = self.session.run(self.learning_rate)
+        log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}'
+                 .format(self.session.run(self.global_step), progress.epoch, base_rate, self.dist.size,
+                         base_rate * self.dist.size,
+                         ' after a warm-up' if self.training_settings.warmup_steps or
+                         self.training_settings.warmup_epochs else ''))
+        return progress
+
+    def _plan_epoch(self, progress):
+        """Plan the current epoch for the ranks there are now; returns its first batch (after an elastic
+        reset: the same fraction of the epoch as was done)."""
+        n_batches = self.training.n_batches(progress.epoch)
+        first_batch = progress.batches_done * n_batches // progress.batches_planned if progress.batches_planned else 0
+        progress.batches_done, progress.batches_planned = first_batch, n_batches
+        # Guard: ranks that disagree here would hang in the next allreduce; fail instead.
+        self.dist.check_same(self.session, 'epoch, batches, first batch, global step, learning rate',
+                             [progress.epoch, n_batches, first_batch]
+                             + self.session.run([self.global_step, self.learning_rate]))
+        return first_batch
+
+    def _between_steps(self, state):
+        """Decisions that change which collectives run (stop, timed save, commit) come from values the
+        same on every rank: one allreduce a step (~2-3 ms under Horovod on localhost, free on one process)
+        carries the signals and the save timers, so a stop fits in horovodrun's 5 s SIGTERM grace and
+        no rank enters a save's broadcast while another is in the next step's allreduce."""
+        signum = self.stop_requests.signum
+        save_due = time.time() - self.last_save > self.settings.checkpoints.checkpoint_secs
+        stop, sigint, save = self.dist.sum(self.session, [signum != 0, signum == signal.SIGINT, save_due])
+        exit_code = self.stop_requests.exit_code(stop, sigint)
+        if exit_code:
+            raise Interrupted(exit_code)
+        commit_steps = self.training_settings.horovod_elastic_commit_steps
+        if save:
+            self._save_train(state)
+        elif commit_steps and state.progress.steps_run % commit_steps == 0:
+            state.commit()      # free unless elastic
+        state.check_host_updates()
+
+    def _finish_epoch(self, progress, totals, seconds_per_step):
+        loss_sum, count = self.dist.sum(self.session, [totals.loss_sum, totals.count])
+        log_info('Finished training epoch {} - loss: {:.6f}, effective learning rate: {:g}, {:.3f} s/step'
+                 .format(progress.epoch, loss_sum / count, self.session.run(self.rate), seconds_per_step))
+        self.summaries.scalars('train', self.session.run(self.global_step), loss=loss_sum / count)
+        if self.feature_cache:
+            self.feature_cache.save()
+
+    def _save_train(self, state):
+        self.checkpointer.save_train(self.session, self.global_step)
+        self.last_save = time.time()
+        state.commit()      # a rank failing from here on takes the others back to this step
+
+    def _validate(self, progress):
+        """Validate, save best_dev, reduce the learning rate on a plateau; True when training should stop
+        early. The dev loss is summed over all dev sets and ranks, so every rank decides the same."""
+        all_sets = LossTotals()
+        for validation in self.validations:
+            totals = run_set(self.session, validation, self.forward, progress.epoch)
+            loss_sum, count = self.dist.sum(self.session, [totals.loss_sum, totals.count])
+            log_info('Finished {} epoch {} - loss: {:.6f}'.format(validation.name, progress.epoch, loss_sum / count))
+            all_sets.loss_sum, all_sets.count = all_sets.loss_sum + loss_sum, all_sets.count + count
+        dev_loss = all_sets.loss_sum / all_sets.count
+        self.summaries.scalars('dev', self.session.run(self.global_step), loss=dev_loss)
+        decision = progress.tracker.update(dev_loss)
+        if decision.save_best:
+            path = self.checkpointer.save_best(self.session, self.global_step, dev_loss)
+            log_info('Saved new best validating model with loss {:.6f} to: {}'.format(dev_loss, path))
+        if decision.stop:
+            log_info('Early stop triggered as the loss did not improve the last {} epochs'
+                     .format(progress.tracker.epochs_without_improvement))
+            return True
+        if decision.plateau:
+            self._reduce_learning_rate()
+        return False
+
+    def _reduce_learning_rate(self):
+        """Back to best_dev's weights (rank 0 loads, then broadcasts) with the rate x --plateau_reduction."""
+        reduced = self.session.run(self.learning_rate) * self.training_settings.plateau_reduction
+        self.checkpointer.reload_best(self.session)
+        self.session.run(self.broadcast)
+        self.session.run(self.set_learning_rate, {self.new_rate: reduced})
+        log_info('Encountered a plateau, reloaded best_dev and reduced the learning rate to {:g} '
+                 '(effective {:g})'.format(reduced, reduced * self.dist.size))
+        self.dist.check_same(self.session, 'the learning rate after a plateau', [self.session.run(self.learning_rate)])
+
+    def _write_flags(self, flags_text):
+        if self.dist.is_chief:
+            os.makedirs(self.settings.checkpoints.save_dir, exist_ok=True)
+            with open(os.path.join(self.settings.checkpoints.save_dir, 'flags.txt'), 'w') as out:
+                out.write(flags_text)
