@@ -3,7 +3,7 @@
 
     python bin/benchmark_network.py            # as root: it makes network namespaces
 
-The two hosts are network namespaces on this machine (bin/netns_hosts.py) joined by a veth pair; `tc
+The two hosts are network namespaces on this machine (tests/helpers/netns_hosts.py) joined by a veth pair; `tc
 tbf` limits each direction of the link to the rate under test, and `horovodrun --gloo -H
 hostA:1,hostB:1` runs one rank on each, launched from hostA through the ssh stand-in. The baseline is
 `horovodrun --gloo -np 2 -H localhost:2` (loopback, no limit). Each configuration runs with and
@@ -30,6 +30,7 @@ import time
 
 BIN = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BIN)
+sys.path.insert(0, os.path.join(os.path.dirname(BIN), 'tests', 'helpers'))   # the test suite's namespace hosts
 import benchmark_training  # noqa: E402
 import netns_hosts  # noqa: E402
 

@@ -1,5 +1,5 @@
 """A job across two hosts over Ethernet: hostA and hostB are Linux network namespaces joined by a
-veth pair (bin/netns_hosts.py), each with its own address, hostname and /etc/hosts; the launcher runs
+veth pair (tests/helpers/netns_hosts.py), each with its own address, hostname and /etc/hosts; the launcher runs
 in hostA and starts the rank on hostB through an ssh stand-in, as on two machines. Only the file
 system and the CPUs are shared, so every byte between the ranks crosses the link.
 
@@ -18,7 +18,7 @@ from conftest import (PYTHON_BIN, ROOT, SMOKE_CSV, deepspeech_command, make_corp
                       tiny_model_flags)
 from test_horovod import TRACE, changes_under, saved_variables, traced_calls
 
-sys.path.insert(0, os.path.join(ROOT, 'bin'))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 import netns_hosts  # noqa: E402
 
 pytestmark = pytest.mark.slow

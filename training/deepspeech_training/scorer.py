@@ -78,8 +78,8 @@ def check_dictionary(path, alphabet, alphabet_path):
 
 def check_scorer(path, alphabet_path, bytes_output_mode):
     """Open the package in a child process; raise ScorerError if it crashes, fails or does not match."""
-    training_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    child = subprocess.run([sys.executable, '-m', 'deepspeech_training.scorer', path, alphabet_path,
+    training_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))    # the folder holding the package
+    child = subprocess.run([sys.executable, '-m', __name__, path, alphabet_path,
                             str(int(bytes_output_mode))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True, env=dict(os.environ, PYTHONPATH=training_dir))
     if child.returncode < 0:

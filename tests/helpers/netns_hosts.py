@@ -5,12 +5,12 @@ A process in a namespace sees only that host's network: its loopback and one int
 `mh0` on both sides (as two real machines both have eth0: horovodrun keeps the interfaces that
 all hosts share, by name). /etc/netns/<host>/hosts, which `ip netns exec` mounts over /etc/hosts,
 lets both names resolve inside both. The file system, CPUs and PIDs stay shared, so the same paths
-work on both "hosts", as a multi-host job requires. `bin/netns_ssh/ssh` stands in for ssh between them.
+work on both "hosts", as a multi-host job requires. `tests/helpers/netns_ssh/ssh` stands in for ssh between them.
 
 Used by tests/test_multihost.py and bin/benchmark_network.py; by hand (as root):
 
-    python bin/netns_hosts.py up      # create; then e.g. ip netns exec hostA horovodrun ...
-    python bin/netns_hosts.py down    # remove
+    python tests/helpers/netns_hosts.py up      # create; then e.g. ip netns exec hostA horovodrun ...
+    python tests/helpers/netns_hosts.py down    # remove
 """
 import contextlib
 import fcntl
@@ -21,8 +21,8 @@ import shutil
 import subprocess
 import sys
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-SSH = os.path.join(BIN, 'netns_ssh', 'ssh')
+HELPERS = os.path.dirname(os.path.abspath(__file__))
+SSH = os.path.join(HELPERS, 'netns_ssh', 'ssh')
 HOSTS = {'hostA': '10.77.0.1', 'hostB': '10.77.0.2'}
 INTERFACE = 'mh0'
 PREFIX_LENGTH = 24
@@ -120,7 +120,7 @@ def on_host(host, command):
 
 
 def launcher_env():
-    """What a launcher (horovodrun, mpirun) needs in its environment: `ssh` is bin/netns_ssh/ssh."""
+    """What a launcher (horovodrun, mpirun) needs in its environment: `ssh` is tests/helpers/netns_ssh/ssh."""
     return {'PATH': os.path.dirname(SSH) + os.pathsep + os.environ.get('PATH', '')}
 
 
