@@ -7,7 +7,7 @@ Generates (or reuses) a corpus of --utterances synthetic utterances (bin/make_sp
 runs `DeepSpeech.py --train_files <corpus>/train.csv` once per configuration (np > 1: under
 `horovodrun -np N -H localhost:N ... --horovod`), in a fresh checkpoint/summary directory. A
 configuration is comma-separated key=value pairs: h (--n_hidden), b (--train_batch_size, per rank),
-lstm (--lstm_impl), np (ranks); a key in upper case is set in the environment of the run (e.g.
+lstm (--lstm_impl), amp (--automatic_mixed_precision=true/false), np (ranks); a key in upper case is set in the environment of the run (e.g.
 HOROVOD_CYCLE_TIME=5); any other key is passed on as --key=value (e.g. epochs=2).
 
 Nothing is timed inside the trainer beyond what it already records:
@@ -24,8 +24,8 @@ Nothing is timed inside the trainer beyond what it already records:
     the reads come from one more run per configuration after the timed ones, itself not timed;
     --no_trace leaves it out. Beside it, "bound MB": (corpus / N + one batch of the largest files) x
     epochs, the most a rank should read.
-  * two ceilings: the machine's matmul rate (GFLOP/s of a large square tf.matmul, all cores, median),
-    and per configuration the analytic training FLOPs (about 3 x 2 x the multiply-adds of the six
+  * the ceilings: the machine's matmul rates in float32 and bfloat16 (GFLOP/s of a large square
+    tf.matmul, all cores, median; the bfloat16 one matters with amp=true), and per configuration the analytic training FLOPs (about 3 x 2 x the multiply-adds of the six
     layers over the padded frames of each batch) divided by the step times.
 Each configuration runs --repeats times, round robin (the machine may be shared); the table gives the
 median of each measure over the repeats, and the ratio of each configuration's samples/s to the
@@ -51,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'training'))
 
 DEFAULT_CONFIGS = 'h=512,b=8,lstm=fused,np=1;h=512,b=8,lstm=scan,np=1;h=512,b=8,lstm=scan,np=2'
-KEYS = {'h': 'n_hidden', 'b': 'train_batch_size', 'lstm': 'lstm_impl'}
+KEYS = {'h': 'n_hidden', 'b': 'train_batch_size', 'lstm': 'lstm_impl', 'amp': 'automatic_mixed_precision'}
 SEED = 4568                    # DeepSpeech.py's --random_seed default: the batch plan depends on it
 WINDOW, STEP = 512, 320        # audio samples per feature window / step at 16 kHz (32 ms, 20 ms)
 N_FEATURES = 19 * 26           # layer_1 input: 19 context frames x 26 MFCCs
@@ -342,11 +342,11 @@ def median_of_runs(runs):
     return result
 
 
-def matmul_gflops(size, repeats=5):
-    """Median GFLOP/s of a size x size float32 tf.matmul (eager, every core), over `repeats` runs."""
+def matmul_gflops(size, dtype='float32', repeats=5):
+    """Median GFLOP/s of a size x size tf.matmul in `dtype` (eager, every core), over `repeats` runs."""
     import tensorflow as tf
-    a = tf.random.uniform([size, size])
-    b = tf.random.uniform([size, size])
+    a = tf.cast(tf.random.uniform([size, size]), dtype)
+    b = tf.cast(tf.random.uniform([size, size]), dtype)
     tf.matmul(a, b).numpy()
     rates = []
     for _ in range(repeats):
@@ -442,9 +442,11 @@ def main(argv=None):
     records = corpus_records(train_csv)
     print('corpus: {} train utterances, {:.1f} s of audio, in {}'.format(
         len(records), sum(r[2] / r[3] for r in records), args.corpus_dir), flush=True)
-    ceiling = matmul_gflops(args.matmul_size)
-    print('matmul ceiling: {:.1f} GFLOP/s ({}x{} float32 tf.matmul, {} cores)'.format(
-        ceiling, args.matmul_size, args.matmul_size, os.cpu_count()), flush=True)
+    ceilings = {dtype: matmul_gflops(args.matmul_size, dtype) for dtype in ('float32', 'bfloat16')}
+    ceiling = ceilings['float32']
+    print('matmul ceilings: {} ({}x{} tf.matmul, {} cores)'.format(
+        ', '.join('{} {:.1f} GFLOP/s'.format(d, c) for d, c in ceilings.items()), args.matmul_size, args.matmul_size,
+        os.cpu_count()), flush=True)
     # round robin, so that a change in the load of the (shared) machine hits every configuration alike
     runs = [[] for _ in configs]
     for repeat in range(args.repeats):
@@ -465,7 +467,8 @@ def main(argv=None):
             result['audio_mb_read'] = [None if b is None else b / 1e6 for b in result['audio_bytes_read']]
             result['read_bound_mb'] = result['read_bound_bytes'] / 1e6
     waste = [padding_waste(records, b) for b in sorted({int(c.get('b', 1)) for c in configs})]
-    report = dict(machine=dict(cpus=os.cpu_count(), matmul_gflops=ceiling, matmul_size=args.matmul_size,
+    report = dict(machine=dict(cpus=os.cpu_count(), matmul_gflops=ceiling, bfloat16_matmul_gflops=ceilings['bfloat16'],
+                               matmul_size=args.matmul_size,
                                load_average=os.getloadavg()),
                   corpus=dict(dir=args.corpus_dir, train_utterances=len(records),
                               audio_seconds=sum(r[2] / r[3] for r in records),
@@ -485,9 +488,11 @@ def main(argv=None):
     print()
     print(text)
     print()
-    print('ceilings: matmul {:.1f} GFLOP/s; analytic training FLOPs / step time: {}'.format(
-        ceiling, ', '.join('{} {} GFLOP/s ({:.0%})'.format(r['label'], fmt(r.get('gflops'), '{:.1f}'),
-                                                            (r.get('gflops') or 0) / ceiling) for r in results)))
+    print('ceilings: matmul {}; analytic training FLOPs / step time: {}'.format(
+        ', '.join('{} {:.1f} GFLOP/s'.format(d, c) for d, c in ceilings.items()),
+        ', '.join('{} {} GFLOP/s ({:.0%} of float32, {:.0%} of bfloat16)'.format(
+            r['label'], fmt(r.get('gflops'), '{:.1f}'), (r.get('gflops') or 0) / ceiling,
+            (r.get('gflops') or 0) / ceilings['bfloat16']) for r in results)))
     print('corpus audio: {:.2f} MB in {} train files; results in {} ({:.0f} s in all)'.format(
         report['corpus']['audio_bytes'] / 1e6, len(records), args.out_dir, report['total_s']))
     return 0 if all(r.get('exit_code') == 0 for r in results) else 1

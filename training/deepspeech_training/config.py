@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 import tensorflow.compat.v1 as tfv1
 
 from .flags import FLAGS, DEFAULT_DATA_HOME
+from .precision import enable_in_session_config, mixed_precision_mode
 from .util.text import load_alphabet
 
 N_INPUT = 26      # MFCC coefficients per frame
@@ -116,6 +117,7 @@ class ExportSettings:
 class SessionSettings:
     intra_op_parallelism_threads: int
     inter_op_parallelism_threads: int
+    mixed_precision: str        # None (float32), or the 16-bit type --automatic_mixed_precision gives here
 
 
 @dataclass
@@ -172,16 +174,16 @@ def settings_from_flags():
                              summary_dir=FLAGS.summary_dir or os.path.join(DEFAULT_DATA_HOME, 'summaries')),
         decoding=_from_flags(DecodingSettings),
         export=_from_flags(ExportSettings),
-        session=_from_flags(SessionSettings),
+        session=_from_flags(SessionSettings, mixed_precision=mixed_precision_mode(FLAGS.automatic_mixed_precision)),
         show_progressbar=FLAGS.show_progressbar,
     )
 
 
-def session_config(intra_op_threads=0, inter_op_threads=0, visible_gpu=''):
+def session_config(intra_op_threads=0, inter_op_threads=0, visible_gpu='', mixed_precision=None):
     """A Session config; 0 threads lets TensorFlow choose (the Horovod seam passes per-rank shares
-    and the GPU of each rank)."""
-    return tfv1.ConfigProto(
+    and the GPU of each rank); `mixed_precision` switches on that type's graph rewrite."""
+    return enable_in_session_config(tfv1.ConfigProto(
         allow_soft_placement=True,
         intra_op_parallelism_threads=intra_op_threads,
         inter_op_parallelism_threads=inter_op_threads,
-        gpu_options=tfv1.GPUOptions(allow_growth=True, visible_device_list=visible_gpu))
+        gpu_options=tfv1.GPUOptions(allow_growth=True, visible_device_list=visible_gpu)), mixed_precision)

@@ -156,6 +156,9 @@ def create_flags():
                      lower_bound=0)
     f.DEFINE_integer('intra_op_parallelism_threads', 0, 'TensorFlow intra-op threads (0: automatic)',
                      lower_bound=0)
+    f.DEFINE_boolean('automatic_mixed_precision', False, 'matrix products in 16-bit floats: bfloat16 on CPUs with '
+                     'AMX-BF16/AVX512-BF16, float16 with dynamic loss scaling on GPUs; variables, checkpoints and '
+                     'exports stay float32 (doc/PERFORMANCE.rst, "Mixed precision")')
     f.DEFINE_enum('lstm_impl', 'auto', LSTM_IMPLS, 'LSTM implementation: "fused" (TensorFlow\'s '
                   'BlockLSTM op), "scan" (a loop of matmuls with a hand-written gradient; on CPU about 10x faster '
                   'training steps at n_hidden 2048), "auto" = fused when a GPU is visible, else scan; the same '

@@ -176,14 +176,17 @@ def run_set(session, iterator, forward, epoch=0):
 
 
 def create_session(dist, session_settings=None):
-    """A Session with this rank's thread shares and GPU; --intra/inter_op_parallelism_threads win."""
+    """A Session with this rank's thread shares and GPU; --intra/inter_op_parallelism_threads win, and
+    --automatic_mixed_precision's rewrite."""
     intra, inter = dist.threads_per_process()
+    mixed_precision = None
     if session_settings:
         intra = session_settings.intra_op_parallelism_threads or intra
         inter = session_settings.inter_op_parallelism_threads or inter
+        mixed_precision = session_settings.mixed_precision
     if dist.size > 1:
         log_info('{} rank(s) on this host: {} intra-op and {} inter-op thread(s) each; Horovod cycle time {} ms, '
                  'fusion buffer {} bytes'.format(dist.local_size, intra, inter,
                                                  os.environ.get('HOROVOD_CYCLE_TIME', '1'),
                                                  os.environ.get('HOROVOD_FUSION_THRESHOLD', 128 * 1024 * 1024)))
-    return tfv1.Session(config=session_config(intra, inter, dist.visible_gpu()))
+    return tfv1.Session(config=session_config(intra, inter, dist.visible_gpu(), mixed_precision))

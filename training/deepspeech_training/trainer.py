@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
+from . import precision
 from .checkpoints import Checkpointer, check_space, checkpoint_bytes
 from .data.augmentations import Augmenter, parse_augmentations
 from .data.batching import eval_batches, train_batches
@@ -150,8 +151,10 @@ class Trainer:
         self.set_learning_rate = self.learning_rate.assign(self.new_rate)
         self.rate = effective_learning_rate(self.learning_rate, self.global_step, dist.size_tensor(),
                                             self.training.n_batches(), training)
-        optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(self.rate, beta1=training.beta1, beta2=training.beta2,
-                                                                 epsilon=training.epsilon),
+        optimizer = tfv1.train.AdamOptimizer(self.rate, beta1=training.beta1, beta2=training.beta2,
+                                             epsilon=training.epsilon)
+        # Loss scaling (float16 only) inside, so Horovod averages the unscaled float32 gradients.
+        optimizer = dist.wrap_optimizer(precision.wrap_optimizer(optimizer, settings.session.mixed_precision),
                                         training.horovod_fp16_compression, training.horovod_backward_passes_per_step)
         self.train_op = optimizer.minimize(self.forward.mean_loss, global_step=self.global_step)
         self.broadcast = dist.broadcast_op()

@@ -1,0 +1,74 @@
+"""--automatic_mixed_precision on this CPU: matrix products in bfloat16, checkpoints in float32 with
+DeepSpeech's names that load and transcribe without the flag, and two Horovod ranks that stay in step.
+(The GPU's float16 path cannot run here: no GPU.)"""
+import os
+
+import pytest
+import tensorflow as tf
+import tensorflow.compat.v1 as tfv1
+
+from conftest import SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, run_horovod, tiny_model_flags
+from test_horovod import saved_variables
+from deepspeech_training.config import Config, N_CONTEXT, N_INPUT, session_config
+from deepspeech_training.model import create_model, lstm_function
+from deepspeech_training.precision import BFLOAT16, cpu_has_bfloat16
+
+pytestmark = pytest.mark.skipif(not cpu_has_bfloat16(), reason='this CPU has neither AMX-BF16 nor AVX512-BF16')
+
+WAV = os.path.join(os.path.dirname(SMOKE_SINGLE_CSV), 'good_morning.wav')
+MATMUL_OPS = ('MatMul', 'BatchMatMulV2', '_MklMatMul', '_MklNativeMatMul', '_FusedMatMul', '_MklFusedMatMul',
+              '_MklNativeFusedMatMul')
+
+
+def matmul_types(mixed_precision):
+    """The types of the matrix products in one training step of a small model as the session runs it
+    (the graph after grappler's rewrites)."""
+    config = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
+                    audio_step_samples=320, n_hidden=64, n_classes=29, lstm_impl='scan')
+    with tf.Graph().as_default():
+        logits, _ = create_model(tf.random.uniform([2, 20, 19, 26]), tf.fill([2], 20), config, [0.0] * 6,
+                                 lstm=lstm_function(config.lstm_impl))
+        step = tfv1.train.AdamOptimizer().minimize(tf.reduce_mean(logits ** 2))
+        with tfv1.Session(config=session_config(mixed_precision=mixed_precision)) as session:
+            session.run(tfv1.global_variables_initializer())
+            metadata = tfv1.RunMetadata()
+            session.run(step, options=tfv1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
+    return {tf.dtypes.as_dtype(node.attr['T'].type).name for graph in metadata.partition_graphs
+            for node in graph.node if node.op in MATMUL_OPS}
+
+
+def test_the_rewrite_multiplies_in_bfloat16_only_with_the_flag():
+    assert matmul_types(BFLOAT16) == {'bfloat16'}
+    assert matmul_types(None) == {'float32'}
+
+
+@pytest.fixture(scope='module')
+def overfit(tmp_path_factory):
+    """One utterance overfit with the flag (as tests/test_export.py's margin: 300 epochs), and one epoch
+    without it for the variables a float32 run saves."""
+    tmp_path = tmp_path_factory.mktemp('amp')
+    run = run_deepspeech(*tiny_model_flags(tmp_path / 'amp'), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 300,
+                         '--automatic_mixed_precision')
+    run_deepspeech(*tiny_model_flags(tmp_path / 'fp32'), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 1)
+    return tmp_path, run.output
+
+
+def test_overfit_with_the_flag_saves_float32_and_transcribes_without_it(overfit):
+    tmp_path, output = overfit
+    assert 'Mixed precision: bfloat16 on the CPU' in output
+    saved = saved_variables(tmp_path / 'amp' / 'checkpoints')
+    float32_run = saved_variables(tmp_path / 'fp32' / 'checkpoints')
+    assert set(saved) == set(float32_run)
+    assert {name: value.dtype for name, value in saved.items()} == {n: v.dtype for n, v in float32_run.items()}
+    transcript = run_deepspeech('--n_hidden', 32, '--checkpoint_dir', tmp_path / 'amp' / 'checkpoints',
+                                '--load_evaluate', 'last', '--one_shot_infer', WAV, '--beam_width', 1)
+    assert transcript.output.strip().splitlines()[-1] == 'good morning'
+
+
+def test_two_ranks_train_with_the_flag_in_step(tmp_path):
+    """The ranks check at each epoch start that they agree on epoch, step and learning rate (a
+    divergence fails the run); gradients are allreduced in float32 (the variables' type)."""
+    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 3,
+                      '--automatic_mixed_precision')
+    assert 'Finished training epoch 2' in run.output
+    assert 'Mixed precision: bfloat16 on the CPU' in run.output
