@@ -15,6 +15,8 @@ import tensorflow as tf
 
 from conftest import PYTHON_BIN, ROOT, deepspeech_command, make_corpus, run_command, start_step, tiny_model_flags
 
+CRASH_AT = os.path.join(ROOT, 'tests', 'helpers', 'crash_at.py')
+
 pytestmark = pytest.mark.slow
 # --gloo: with MPI installed horovodrun would pick mpirun; the dead-rank behaviour measured is Gloo's.
 HOROVOD_GLOO = [os.path.join(PYTHON_BIN, 'horovodrun'), '--gloo', '-np', 2, '-H', 'localhost:2']
@@ -115,18 +117,19 @@ def resume_step(corpus, tmp_path, horovod=False):
     return start_step(run_command(command, timeout=240).output)
 
 
+def signal_at_step(step, signum, *options):
+    """crash_at.py's arguments that send `signum` right after training step `step` (an event of the run,
+    not a moment on the clock, so a slow machine changes nothing)."""
+    return [sys.executable, CRASH_AT, 'after-train-step', step, '--signal', signum.name] + list(options)
+
+
 @pytest.mark.parametrize('signum, exit_code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_mid_epoch_saves_the_current_step_and_the_next_run_resumes_there(corpus, tmp_path, signum,
                                                                                 exit_code):
-    run = Run(deepspeech_command(*train_flags(corpus, tmp_path)), tmp_path / 'log')
-    run.wait_for(r'Training from global step 0')
-    time.sleep(2)
-    os.kill(run.process.pid, signum)
-    sent = time.time()
-    assert run.wait(30) == exit_code, run.output()
-    print('exited {:.2f} s after the signal'.format(time.time() - sent))
+    run = Run(signal_at_step(3, signum) + deepspeech_command(*train_flags(corpus, tmp_path))[1:], tmp_path / 'log')
+    assert run.wait(240) == exit_code, run.output()
     step, path = re.search(r'Interrupted at global step (\d+), saved (\S+)', run.output()).groups()
-    assert int(step) > 0 and path.endswith('train-' + step)
+    assert int(step) == 3 and path.endswith('train-' + step)
     assert state(tmp_path / 'checkpoints') == path and os.path.exists(path + '.index')
     assert 'Finished training epoch' not in run.output()[run.output().index('Interrupted'):]
     assert resume_step(corpus, tmp_path) == int(step)
@@ -136,17 +139,16 @@ def test_signal_mid_epoch_saves_the_current_step_and_the_next_run_resumes_there(
                                             ('rank 1', signal.SIGTERM)])
 def test_horovod_signal_stops_all_ranks_at_the_same_step(corpus, tmp_path, target, signum):
     flags = train_flags(corpus, tmp_path)
-    run = Run(HOROVOD_GLOO + deepspeech_command('--horovod', *flags),
+    # sent by the target rank itself, or by rank 0 to its horovodrun, right after its training step 3
+    sender = ['--rank', 0, '--to-horovodrun'] if target == 'horovodrun' else ['--rank', int(target[-1])]
+    run = Run(HOROVOD_GLOO + signal_at_step(3, signum, *sender) + deepspeech_command('--horovod', *flags)[1:],
               tmp_path / 'log')
-    run.wait_for(r'Training from global step 0', timeout=180)
-    ranks = rank_pids(str(tmp_path / 'checkpoints'))
-    time.sleep(2)
-    os.kill(run.process.pid if target == 'horovodrun' else ranks[int(target[-1])], signum)
-    sent = time.time()
-    returncode = run.wait(60)
+    returncode = run.wait(240)
     output = run.output()
-    print('horovodrun exited {} {:.2f} s after the signal'.format(returncode, time.time() - sent))
+    print('horovodrun exited {}'.format(returncode))
     step, path = re.search(r'Interrupted at global step (\d+), saved (\S+)', output).groups()
+    # At step 3 for a rank's own signal; horovodrun forwards it as SIGTERM to both ranks a little later.
+    assert int(step) == 3 if target != 'horovodrun' else int(step) >= 3
     assert state(tmp_path / 'checkpoints') == path and os.path.exists(path + '.index')
     # Both ranks left through the agreed stop, none through a failed collective: rank 0 with 130/143
     # (it says which in its log), the others with 0.
@@ -194,8 +196,6 @@ def best_dev_record(checkpoints):
         return json.load(record_file)
 
 
-CRASH_AT = os.path.join(ROOT, 'tests', 'helpers', 'crash_at.py')
-
 
 # Each moment of the second epoch (steps 9-16, then the train save, validation and the best_dev save of
 # step 16) where a SIGKILL can come, with the train step the next run must resume from and the best_dev
@@ -203,7 +203,7 @@ CRASH_AT = os.path.join(ROOT, 'tests', 'helpers', 'crash_at.py')
 # temporary names and renames each into place, so a kill there leaves what 'before-train-state' leaves,
 # minus complete files.)
 @pytest.mark.parametrize('moment, resume, best', [
-    ('after-step 4', 8, 8),                     # mid-epoch
+    ('after-train-step 4', 8, 8),               # mid-epoch
     ('before-train-state 1', 8, 8),             # train-16 complete, `checkpoint` still names train-8
     ('before-best-record 1', 16, 8),            # best_dev-16 complete but its loss not recorded
     ('before-best-state 1', 16, 16),            # recorded, `best_dev_checkpoint` still names best_dev-8
