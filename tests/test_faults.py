@@ -160,8 +160,12 @@ def test_horovod_signal_stops_all_ranks_at_the_same_step(corpus, tmp_path, targe
         # middleman (safe_shell_exec) reaps the rank's shell in two threads, Popen.wait and psutil's wait in
         # terminate_executor_shell_and_children; when psutil's wins, Popen gets ECHILD and reports 0
         # (6 of 30 runs on a busy machine). So horovodrun reports rank 0's 143 and exits 1, or reports nothing and
-        # exits 0; the code of our own rank is checked in its log above.
-        assert (codes, returncode) in (([('0', '143')], 1), ([], 0)), (codes, returncode, output[-3000:])
+        # exits 0; the code of our own rank is checked in its log above. And horovodrun SIGKILLs a rank still
+        # alive 5 s after its SIGTERM (137): on a machine loaded 4-5x over its cores the ranks' exit after the
+        # save (Horovod's and TensorFlow's shutdown) outlasted that, once for rank 1, once for both.
+        ours_or_killed = {'0': ('143', '137'), '1': ('0', '137')}
+        assert all(code in ours_or_killed[rank] for rank, code in codes), (codes, output[-3000:])
+        assert returncode == (1 if any(code != '0' for _, code in codes) else 0), (codes, returncode, output[-3000:])
     else:
         # The first failure horovodrun reports is rank 0's (after it, horovodrun may SIGTERM the other,
         # which is past the save), and horovodrun fails.

@@ -41,10 +41,12 @@ def _send_on(owner, name, matches, nth, send, after=False):
 
 
 def _horovodrun_pid():
-    for process in psutil.Process().parents():
-        if any('horovodrun' in part for part in process.cmdline()):
-            return process.pid
-    raise RuntimeError('not started by horovodrun')
+    """The outermost horovodrun above this rank (its middlemen are forks of it, with its command line)."""
+    launchers = [p for p in psutil.Process().parents()
+                 if any(os.path.basename(part) == 'horovodrun' for part in p.cmdline()[:2])]
+    if not launchers:
+        raise RuntimeError('not started by horovodrun')
+    return launchers[-1].pid
 
 
 def _sender(signal_name, rank, to_horovodrun):
