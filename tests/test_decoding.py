@@ -82,7 +82,14 @@ def test_lm_optimizer_reports_the_best_alpha_and_beta(trained):
                        '--n_hidden', N_HIDDEN, '--checkpoint_dir', tmp_path / 'checkpoints', '--load_evaluate', 'last',
                        '--scorer_path', scorer, '--n_trials', 3, '--beam_width', 32, '--noshow_progressbar',
                        '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt')])
-    assert re.search(r'Best params: lm_alpha=[0-9.]+ and lm_beta=[0-9.]+ with WER=[0-9.]+', run.output)
+    alpha, beta, wer = re.search(r'Best params: lm_alpha=([0-9.]+) and lm_beta=([0-9.]+) with WER=([0-9.]+)',
+                                 run.output).groups()
+    assert re.search(r'Acoustic model: [0-9.]+ s once; beam search: [0-9.]+ s a trial', run.output)
+    # Its trials decode the acoustic outputs kept from one pass: the same WER a test run gets with them.
+    test = run_deepspeech('--test_files', corpus / 'dev.csv', '--n_hidden', N_HIDDEN, '--checkpoint_dir',
+                          tmp_path / 'checkpoints', '--load_evaluate', 'last', '--scorer_path', scorer,
+                          '--beam_width', 32, '--lm_alpha', alpha, '--lm_beta', beta)
+    assert float(re.search(r'Test on .* - WER: ([0-9.]+)', test.output).group(1)) == pytest.approx(float(wer), abs=1e-6)
 
 
 def test_bytes_output_mode_trains_and_decodes_with_a_bytes_scorer(trained, tmp_path):

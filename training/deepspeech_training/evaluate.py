@@ -76,20 +76,34 @@ def score(result):
     return result
 
 
-def decode_set(session, iterator, forward, decoder, dist):
-    """Every sample's SampleResult on the chief (sorted as the set), [] on the other ranks."""
-    local = []
+def acoustic_outputs(session, iterator, forward):
+    """Batch by batch, the (indices, probabilities, lengths, losses) of the real samples of this rank's
+    share of `iterator`'s set: what decoding needs of the acoustic model."""
     fetches = {'probabilities': forward.probabilities, 'seq_length': forward.seq_length}
     for values in set_steps(session, iterator, forward, fetches=fetches):
         real = values['weights'] > 0
-        texts = decoder.decode(values['probabilities'][real], values['seq_length'][real])
-        local.extend(zip(values['indices'][real].tolist(), texts, values['losses'][real].tolist()))
+        yield (values['indices'][real], values['probabilities'][real], values['seq_length'][real],
+               values['losses'][real])
+
+
+def decode_outputs(session, outputs, records, decoder, dist):
+    """Every sample's SampleResult on the chief (sorted as `records`), [] on the other ranks, from
+    acoustic_outputs (a generator while testing; kept in memory by lm_optimizer, which decodes them
+    once per trial)."""
+    local = []
+    for indices, probabilities, lengths, losses in outputs:
+        local.extend(zip(indices.tolist(), decoder.decode(probabilities, lengths), losses.tolist()))
     gathered = dist.gather(session, local)
     if not dist.is_chief:
         return []
-    records = iterator.input_set.records
     decoded = sorted((item for rank_items in gathered for item in rank_items), key=lambda item: item[0])
     return [score(SampleResult(records[i].audio_path, records[i].transcript, text, loss)) for i, text, loss in decoded]
+
+
+def decode_set(session, iterator, forward, decoder, dist):
+    """Every sample's SampleResult on the chief (sorted as the set), [] on the other ranks."""
+    return decode_outputs(session, acoustic_outputs(session, iterator, forward), iterator.input_set.records, decoder,
+                          dist)
 
 
 def summarize(results):
