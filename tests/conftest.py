@@ -52,7 +52,7 @@ def run_deepspeech(*args, timeout=600, check=True):
     return run_command(deepspeech_command(*args), timeout=timeout, check=check)
 
 
-def run_horovod(ranks, *args, launcher='horovodrun', wrapper=(), timeout=300, check=True, env=None):
+def run_horovod(ranks, *args, launcher='horovodrun', wrapper=(), timeout=600, check=True, env=None):
     """`horovodrun -np N -H localhost:N [wrapper] python DeepSpeech.py --horovod ...` (or mpirun)."""
     if launcher == 'horovodrun':
         # --gloo: with MPI installed horovodrun would pick mpirun; the mpirun path has its own test.
