@@ -38,9 +38,10 @@ class RendezvousError(RuntimeError):
 
 
 class Rendezvous:
-    """Where N threads exchange one value each: `exchange(rank, value)` returns every rank's value,
-    in rank order, once all N gave theirs. An exchange that completed returns its values even if
-    a rank fails right after it (a failure makes only the exchanges not yet complete fail)."""
+    """Where N threads exchange one value each: `exchange(rank, value, what)` returns every rank's
+    value, in rank order, once all N gave theirs; ranks met in different collectives (`what`) fail.
+    An exchange that completed returns even if a rank fails right after it (a failure makes only the
+    exchanges not complete yet fail)."""
 
     def __init__(self, size, timeout=TIMEOUT):
         self.size, self.timeout = size, timeout
@@ -52,7 +53,7 @@ class Rendezvous:
         with self.condition:
             this_round = self.round
             if self.failure is None:
-                self.given[rank] = value
+                self.given[rank] = (what, value)
                 if len(self.given) == self.size:
                     self.done[this_round] = [self.given[r] for r in range(self.size)]
                     self.unread[this_round] = self.size
@@ -63,11 +64,14 @@ class Rendezvous:
                     self.condition.notify_all()
             if self.round == this_round:
                 raise RendezvousError('{} (rank {} in {})'.format(self.failure, rank, what))
-            values = self.done[this_round]
+            given = self.done[this_round]
             self.unread[this_round] -= 1
             if not self.unread[this_round]:
                 del self.done[this_round], self.unread[this_round]
-            return values
+        if len({w for w, _ in given}) > 1:    # Horovod would hang or mix up tensors here
+            raise RendezvousError('the ranks met in different collectives: {}'.format(
+                ', '.join('rank {} in {}'.format(r, w) for r, (w, _) in enumerate(given))))
+        return [value for _, value in given]
 
     def abort(self, why='a rank failed'):
         """Make every exchange not complete yet fail at once."""
