@@ -13,23 +13,19 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 from tensorflow.python.eager import context
 
-from conftest import ALPHABET, ROOT, SMOKE_CSV
+from conftest import ROOT, SMOKE_CSV, make_corpus, settings_from_args
 from deepspeech_training import distributed
 from deepspeech_training.checkpoints import check_writable
-from deepspeech_training.config import settings_from_flags
-from deepspeech_training.data.samples import read_sources
 from deepspeech_training.data.validation import validate_input
 from deepspeech_training import evaluate
 from deepspeech_training.evaluate import Decoder
-from deepspeech_training.flags import FLAGS, create_flags
 from deepspeech_training.trainer import Interrupted, Trainer
 from deepspeech_training.util import logging
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 from threaded_dist import RendezvousError, run_ranks, threaded_ranks  # noqa: E402
 
-TRAIN_FILES = [SMOKE_CSV, SMOKE_CSV]    # six samples: three steps per epoch on each of two ranks
-STEPS_PER_EPOCH = 3
+STEPS_PER_EPOCH = 3       # six train samples, batch size 1, two ranks
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -41,17 +37,18 @@ def quiet_logging():
     logging._state.update(saved)
 
 
-def settings_from(tmp_path, *args):
-    """(Settings, flags.txt text) as DeepSpeech.py builds them from `args` (FLAGS is left unparsed)."""
-    create_flags()
-    FLAGS(['DeepSpeech.py', '--alphabet_config_path', ALPHABET, '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
-           '--n_hidden', '16', '--dropout_rate', '0', '--noshow_progressbar', '--learning_rate', '0.001',
-           '--checkpoint_dir', str(tmp_path / 'checkpoints'), '--summary_dir', str(tmp_path / 'summaries')]
-          + [str(a) for a in args])
-    try:
-        return settings_from_flags(), FLAGS.flags_into_string()
-    finally:
-        FLAGS.unparse_flags()
+@pytest.fixture(scope='module')
+def train_csv(tmp_path_factory):
+    """Six different utterances (the ranks' shards must differ for their gradients to)."""
+    return make_corpus(tmp_path_factory.mktemp('corpus'), 2 * STEPS_PER_EPOCH + 2, seed=3) / 'train.csv'
+
+
+def settings_from(tmp_path, train_csv, *args):
+    """(Settings, flags.txt text, the input read) as DeepSpeech.py builds them from `args`; the
+    bundled smoke-test speech (three utterances, shards of 2 and 1) is the dev set."""
+    return settings_from_args('--train_files', train_csv, '--dev_files', SMOKE_CSV, '--n_hidden', 16,
+                              '--dropout_rate', 0, '--learning_rate', 0.001, '--checkpoint_dir', tmp_path / 'checkpoints',
+                              '--summary_dir', tmp_path / 'summaries', *args)
 
 
 def changed(settings, **training):
@@ -59,12 +56,13 @@ def changed(settings, **training):
     return dataclasses.replace(settings, training=dataclasses.replace(settings.training, **training))
 
 
-def rank_settings(tmp_path, *args, rank1=None):
-    """Both ranks' (settings, flags text), each rank with its own checkpoint and summary directories
-    (so what a rank writes shows); `rank1` (a dict of training settings) makes rank 1's flags differ."""
-    both = [settings_from(tmp_path / 'rank{}'.format(rank), *args) for rank in (0, 1)]
+def rank_settings(tmp_path, train_csv, *args, rank1=None):
+    """Both ranks' (settings, flags text, input), each rank with its own checkpoint and summary
+    directories (so what a rank writes shows); `rank1` (a dict of training settings) makes rank 1's
+    flags differ."""
+    both = [settings_from(tmp_path / 'rank{}'.format(rank), train_csv, *args) for rank in (0, 1)]
     if rank1:
-        both[1] = (changed(both[1][0], **rank1), both[1][1])
+        both[1] = (changed(both[1][0], **rank1),) + both[1][1:]
     return both
 
 
@@ -116,10 +114,9 @@ def train_two_ranks(both_settings, trainer_class=RecordingTrainer, dev=True):
     """Both ranks as DeepSpeech.py's main() trains: input checked (through the gather), then the
     Trainer. Returns each rank's trainer, or the exception it raised."""
     def rank_main(dist):
-        settings, flags_text = both_settings[dist.rank]
-        records = read_sources(TRAIN_FILES, settings.model.alphabet)
-        dev_sets = {SMOKE_CSV: read_sources([SMOKE_CSV], settings.model.alphabet)} if dev else {}
-        train_records, dev_sets, _ = validate_input(dist.before_sync(), settings.model, records, dev_sets, None)
+        settings, flags_text, (train_records, dev_sets, _) = both_settings[dist.rank]
+        train_records, dev_sets, _ = validate_input(dist.before_sync(), settings.model, train_records,
+                                                    dev_sets if dev else {}, None)
         if dist.is_chief:
             check_writable(settings.checkpoints.save_dir, 'checkpoints')
             check_writable(settings.training.summary_dir, 'summaries')
@@ -144,12 +141,12 @@ def files_under(directory):
 
 
 @pytest.fixture(scope='module')
-def decided_run(tmp_path_factory):
+def decided_run(tmp_path_factory, train_csv):
     """Two ranks, up to 5 epochs with validation; no dev loss improves by es_min_delta, so: best_dev
     after epoch 0, a plateau after epoch 1, the early stop after epoch 2. Rank 1 asks for another
     learning rate: the run's rate is rank 0's (the variables come from rank 0)."""
     tmp_path = tmp_path_factory.mktemp('decided')
-    both = rank_settings(tmp_path, '--epochs', 5, '--early_stop', '--es_epochs', 2, '--es_min_delta', 1e9,
+    both = rank_settings(tmp_path, train_csv, '--epochs', 5, '--early_stop', '--es_epochs', 2, '--es_min_delta', 1e9,
                          '--reduce_lr_on_plateau', '--plateau_epochs', 1, '--plateau_reduction', 0.5,
                          rank1=dict(learning_rate=0.01))
     return tmp_path, both, trainers(train_two_ranks(both))
@@ -183,6 +180,9 @@ def test_only_rank0_writes_checkpoints_flags_and_summaries(decided_run):
 
 def test_weights_and_learning_rate_are_equal_on_both_ranks(decided_run):
     _, _, (rank0, rank1) = decided_run
+    epoch0 = [[local for name, local, _ in trainer.dist.calls if name == 'sum' and len(local) == 2][0]
+              for trainer in (rank0, rank1)]
+    assert epoch0[0][0] != pytest.approx(epoch0[1][0])     # the shards differ: unaveraged, the weights would
     assert rank0.final.keys() == rank1.final.keys()
     for name, value in rank0.final.items():
         np.testing.assert_array_equal(rank1.final[name], value, err_msg=name)
@@ -194,8 +194,8 @@ def test_two_rank_test_reports_every_sample_once_from_rank0_checkpoint_alone(dec
     """test(): each rank decodes its shard, rank 0 gathers; rank 1 has no checkpoint (only rank 0
     needs files). The report equals the single-process one."""
     _, both, _ = decided_run
-    settings = [s for s, _ in both]
-    sets = {SMOKE_CSV: read_sources([SMOKE_CSV], settings[0].model.alphabet)}
+    settings = [s for s, _, _ in both]
+    sets = both[0][2][1]    # the dev set as a test set
 
     def rank_test(dist):
         decoding = dataclasses.replace(settings[dist.rank].decoding,
@@ -214,20 +214,20 @@ def test_two_rank_test_reports_every_sample_once_from_rank0_checkpoint_alone(dec
     assert isinstance(transcript, str)
 
 
-def test_a_stop_request_on_one_rank_stops_both_at_the_same_step_with_a_saved_checkpoint(tmp_path):
+def test_a_stop_request_on_one_rank_stops_both_at_the_same_step_with_a_saved_checkpoint(tmp_path, train_csv):
     class StopOnRank1(RecordingTrainer):
         stop_at = (1, 2)
 
-    rank0, rank1 = trainers(train_two_ranks(rank_settings(tmp_path, '--epochs', 2), StopOnRank1, dev=False))
+    rank0, rank1 = trainers(train_two_ranks(rank_settings(tmp_path, train_csv, '--epochs', 2), StopOnRank1, dev=False))
     assert rank0.stopped_after == rank1.stopped_after == 2
     assert rank0.interrupted.exit_code == rank1.interrupted.exit_code == 143
     assert tf.train.latest_checkpoint(str(tmp_path / 'rank0' / 'checkpoints')).endswith('train-2')
 
 
-def test_a_timed_save_due_on_one_rank_saves_on_both_at_the_same_step(tmp_path):
-    both = rank_settings(tmp_path, '--epochs', 1, '--checkpoint_secs', 3600, '--max_to_keep', 10)
+def test_a_timed_save_due_on_one_rank_saves_on_both_at_the_same_step(tmp_path, train_csv):
+    both = rank_settings(tmp_path, train_csv, '--epochs', 1, '--checkpoint_secs', 3600, '--max_to_keep', 10)
     both[1] = (dataclasses.replace(both[1][0], checkpoints=dataclasses.replace(both[1][0].checkpoints,
-                                                                               checkpoint_secs=-1)), both[1][1])
+                                                                               checkpoint_secs=-1)),) + both[1][1:]
     rank0, rank1 = trainers(train_two_ranks(both, dev=False))
     assert rank0.saves == rank1.saves == [1, 2, 3, 3]   # due after each step on rank 1's clock; the epoch's end
     written = files_under(tmp_path / 'rank0' / 'checkpoints')
@@ -239,8 +239,8 @@ def test_a_timed_save_due_on_one_rank_saves_on_both_at_the_same_step(tmp_path):
     (dict(epochs=2), 1, 'end epoch'),                                           # rank 1 would train on alone
     (dict(plateau_reduction=0.5), 2, 'the learning rate after a plateau'),     # rates after a plateau differ
 ])
-def test_ranks_that_disagree_fail_with_rank_divergence_instead_of_hanging(tmp_path, rank1, epochs, when):
-    both = rank_settings(tmp_path, '--epochs', epochs, '--reduce_lr_on_plateau', '--plateau_epochs', 1,
+def test_ranks_that_disagree_fail_with_rank_divergence_instead_of_hanging(tmp_path, train_csv, rank1, epochs, when):
+    both = rank_settings(tmp_path, train_csv, '--epochs', epochs, '--reduce_lr_on_plateau', '--plateau_epochs', 1,
                          '--es_min_delta', 1e9, rank1=rank1)
     results = train_two_ranks(both)
     for result in results:
