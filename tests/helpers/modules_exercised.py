@@ -1,7 +1,8 @@
 """A pytest plugin that says which modules of training/deepspeech_training the tests ran code of:
 `PYTHONPATH=tests/helpers pytest -p modules_exercised ...` (bin/run_tests.sh --fast --modules).
 
-It watches function calls in this process and its threads (sys.setprofile; no coverage package) and
+It watches function calls in this process and its threads (sys.settrace, calls only: the hook returns
+no local tracer, so lines and C calls cost nothing; no coverage package) and
 lists, at the end, each module with the number of its functions that ran; a module none of whose
 functions ran (importing it does not count) is listed as NOT EXERCISED. Code run in subprocesses
 (DeepSpeech.py runs) is not seen: what it lists is what the tests exercise in process.
@@ -17,16 +18,15 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 _called = defaultdict(set)
 
 
-def _profile(frame, event, _arg):
-    if event == 'call':
-        code = frame.f_code
-        if code.co_filename.startswith(PACKAGE) and code.co_name != '<module>':
-            _called[code.co_filename].add(code.co_name)
+def _trace(frame, event, _arg):
+    code = frame.f_code     # settrace's global hook sees 'call' events only
+    if code.co_filename.startswith(PACKAGE) and code.co_name != '<module>':
+        _called[code.co_filename].add(code.co_name)
 
 
 def pytest_configure(config):
-    sys.setprofile(_profile)
-    threading.setprofile(_profile)
+    sys.settrace(_trace)
+    threading.settrace(_trace)
 
 
 def package_modules():
@@ -42,8 +42,8 @@ def has_functions(path):
 
 
 def pytest_terminal_summary(terminalreporter):
-    sys.setprofile(None)
-    threading.setprofile(None)
+    sys.settrace(None)
+    threading.settrace(None)
     write = terminalreporter.write_line
     terminalreporter.section('modules of deepspeech_training exercised in process')
     missing = []
