@@ -95,6 +95,21 @@ def tiny_model_flags(tmp_path, n_hidden=32):
             '--summary_dir', tmp_path / 'summaries']
 
 
+def settings_from_args(*args):
+    """In process, as DeepSpeech.py's main() reads its command line `args` (flags.py, config.py, cli.py):
+    (Settings, the flags.txt text, cli.read_input's (train records, dev sets, test sets)). FLAGS is
+    left unparsed, so each call starts from the defaults."""
+    from deepspeech_training import cli
+    from deepspeech_training.flags import FLAGS, create_flags
+    create_flags()
+    FLAGS(['DeepSpeech.py', '--alphabet_config_path', ALPHABET, '--noshow_progressbar'] + [str(a) for a in args])
+    try:
+        settings = cli.settings_from_flags()
+        return settings, FLAGS.flags_into_string(), cli.read_input(settings.model)
+    finally:
+        FLAGS.unparse_flags()
+
+
 @pytest.fixture(scope='session')
 def speech():
     """The first bundled smoke-test utterance, as float samples at 16 kHz."""

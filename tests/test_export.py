@@ -230,3 +230,28 @@ def test_long_audio_is_split_at_the_longest_silences_first():
     covered = pieces(audio, rate, max_seconds=0.5, top_db=30)
     assert covered[0][0] == 0 and covered[-1][1] == len(audio)
     assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
+
+
+@pytest.mark.fast
+def test_in_process_export_of_a_fresh_checkpoint_has_the_clients_inputs_outputs_and_metadata(tmp_path):
+    """The fast tier's export test (the tests above need a model trained to transcribe, and the clients):
+    one epoch of a tiny model in this process (the single-process seam), then .pb, .pbmm, .tflite and .zip."""
+    from tensorflow.python.eager import context
+    from conftest import settings_from_args
+    from deepspeech_training.checkpoints import check_writable
+    from deepspeech_training.distributed import Single
+    from deepspeech_training.export import INPUT_NAMES, METADATA_NAMES, OUTPUT_NAMES, export
+    from deepspeech_training.trainer import Trainer
+    settings, flags_text, (train_records, _, _) = settings_from_args(
+        *tiny_model_flags(tmp_path, 16), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 1, '--load_evaluate', 'last',
+        '--export_dir', tmp_path / 'export', '--export_zip')
+    with context.graph_mode():
+        check_writable(settings.checkpoints.save_dir, 'checkpoints')
+        Trainer(Single(), settings, train_records, {}).run(flags_text)
+        export(settings)
+    nodes = {node.name for node in read_graph(tmp_path / 'export' / 'output_graph.pb').node}
+    assert set(INPUT_NAMES + OUTPUT_NAMES + METADATA_NAMES) <= nodes
+    assert (tmp_path / 'export' / 'output_graph.tflite').read_bytes()[4:8] == b'TFL3'
+    with zipfile.ZipFile(str(tmp_path / 'export' / 'output_graph.zip')) as archive:
+        assert set(archive.namelist()) == {'output_graph.pb', 'output_graph.pbmm', 'output_graph.tflite', 'info.json'}
+        assert json.loads(archive.read('info.json'))['n_hidden'] == 16

@@ -3,6 +3,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 import tensorflow.compat.v1 as tfv1
 
 from conftest import SMOKE_CSV, make_corpus, run_deepspeech, run_horovod, tiny_model_flags
@@ -90,6 +91,7 @@ def test_bytes_left_by_a_crash_after_the_last_save_are_ignored(tmp_path, alphabe
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow    # a horovodrun (about a minute): not in the fast tier
 def test_cache_is_recomputed_when_csv_or_feature_flags_change_and_per_rank_under_horovod(tmp_path):
     corpus = make_corpus(tmp_path / 'corpus', 12, seed=5)
     train_csv = str(corpus / 'train.csv')

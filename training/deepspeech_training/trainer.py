@@ -241,9 +241,10 @@ class Trainer:
         n_batches = self.training.n_batches(progress.epoch)
         first_batch = progress.batches_done * n_batches // progress.batches_planned if progress.batches_planned else 0
         progress.batches_done, progress.batches_planned = first_batch, n_batches
-        # Guard: ranks that disagree here would hang in the next allreduce; fail instead.
-        self.dist.check_same(self.session, 'epoch, batches, first batch, global step, learning rate',
-                             [progress.epoch, n_batches, first_batch]
+        # Guard: ranks that disagree here would hang in the next allreduce; fail instead. The end epoch
+        # comes from each rank's --epochs: a rank that stopped early would leave the others in a collective.
+        self.dist.check_same(self.session, 'epoch, end epoch, batches, first batch, global step, learning rate',
+                             [progress.epoch, progress.end_epoch, n_batches, first_batch]
                              + self.session.run([self.global_step, self.learning_rate]))
         return first_batch
 
