@@ -57,10 +57,10 @@ def main():
     records = read_sources(args.csv, load_alphabet(args.alphabet))
     paths = sorted({r.audio_path for r in records})
     cores = os.cpu_count() or 1
-    configurations = [('serial', lambda: validation.read_headers(paths, 1))]
+    configurations = [('serial', lambda: validation.read_headers([(p, None) for p in paths], 1))]
     for workers in sorted({2, cores, 2 * cores, 4 * cores, validation.MAX_WORKERS}):
         configurations.append(('threads x{}'.format(workers),
-                               lambda w=workers: validation.read_headers(paths, w)))
+                               lambda w=workers: validation.read_headers([(p, None) for p in paths], w)))
     configurations.append(('processes x{}'.format(cores), lambda: process_pool(paths, cores)))
     config = SimpleNamespace(audio_window_samples=512, audio_step_samples=320,     # 16 kHz, 32 ms / 20 ms
                              sample_rate=16000, normalize_sample_rate=True)

@@ -89,7 +89,7 @@ def decode_set(session, iterator, forward, decoder, dist):
         return []
     records = iterator.input_set.records
     decoded = sorted((item for rank_items in gathered for item in rank_items), key=lambda item: item[0])
-    return [score(SampleResult(records[i].audio_path, records[i].transcript, text, loss)) for i, text, loss in decoded]
+    return [score(SampleResult(records[i].audio_name, records[i].transcript, text, loss)) for i, text, loss in decoded]
 
 
 def summarize(results):
