@@ -17,7 +17,7 @@ from multiprocessing import Pool
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
 from deepspeech_training.config import N_CONTEXT, N_INPUT, Config  # noqa: E402
-from deepspeech_training.data import convert, opus, sdb  # noqa: E402
+from deepspeech_training.data import convert, sdb  # noqa: E402
 from deepspeech_training.data.audio import RecordAudio  # noqa: E402
 from deepspeech_training.data.samples import DEFAULT_READ_BUFFER, DataError, read_records  # noqa: E402
 from deepspeech_training.data.validation import validate_sets  # noqa: E402
@@ -76,7 +76,7 @@ def converted(record):
     try:
         return convert.convert(*_worker['audio'].raw(record), _worker['target_type'], _worker['bitrate'])
     except (OSError, ValueError, RuntimeError) as error:    # OpusError, SdbError, libsndfile's errors
-        raise DataError(['{}: cannot convert: {}'.format(record.where, error)]) from None
+        raise convert.ConvertError('{}: cannot convert: {}'.format(record.where, error)) from None
 
 
 def write(args, records):
@@ -111,7 +111,7 @@ def main(argv=None):
         records = read_records(args.sources, alphabet, args.read_buffer)
         validate_sets([('sources', records)], check_config(alphabet, args.read_buffer), Single())
         write(args, records)
-    except (DataError, FileExistsError, opus.OpusError) as error:
+    except (DataError, FileExistsError, convert.ConvertError) as error:
         log_error(str(error))
         return 1
     log_info('Wrote {} sample(s) to {}'.format(len(records), args.target))

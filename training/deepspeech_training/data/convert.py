@@ -18,6 +18,10 @@ from .samples import CSV_COLUMNS
 from ..util.atomic import atomic_write
 
 
+class ConvertError(ValueError):
+    """A sample that passed the checks but cannot be converted; names its source and row."""
+
+
 def to_pcm(audio_type, data):
     """(16-bit PCM bytes, rate, channels) of a WAV file's bytes or of framed Opus."""
     if audio_type == sdb.OPUS:
