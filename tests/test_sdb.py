@@ -11,7 +11,7 @@ import opuslib
 import pytest
 import soundfile
 
-from conftest import ALPHABET, ROOT, SMOKE_CSV, SMOKE_DIR, run_command, run_deepspeech, tiny_model_flags
+from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_command, run_deepspeech, run_horovod, tiny_model_flags
 from deepspeech_training.data import sdb
 from deepspeech_training.data.audio import RecordAudio
 from deepspeech_training.data.samples import DataError, read_sources
@@ -244,6 +244,16 @@ def test_test_files_sdb_reports_each_sample(trained, wav_sdb):
     assert 'Test on {} - WER'.format(wav_sdb) in trained['sdb']
     assert reported(test_loss, trained['sdb']) == reported(test_loss, trained['csv'])
     assert ' - wav: file://{}:0'.format(wav_sdb) in trained['sdb']
+
+
+@pytest.mark.slow
+def test_two_ranks_train_on_sdb_and_csv_mixed_and_test_on_sdb(wav_sdb, tmp_path):
+    opus_sdb = tmp_path / 'smoke_opus.sdb'
+    assert tool(SMOKE_CSV, opus_sdb) == 0
+    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', '{},{}'.format(opus_sdb, SMOKE_CSV),
+                      '--dev_files', wav_sdb, '--test_files', opus_sdb, '--epochs', 1)
+    assert 'Checked the audio of 12 sample(s) (9 distinct)' in run.output
+    assert 'Finished training epoch 0' in run.output and 'Test on {} - WER'.format(opus_sdb) in run.output
 
 
 def test_a_bad_sample_stops_the_tool_naming_source_and_row_and_writes_nothing(tmp_path, capsys):

@@ -212,7 +212,7 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None):
             messages[record.source, record.row] = '{}: {}'.format(record.where, what)
     messages = list(messages.values())
     n_samples = sum(len(records) for _, records in sets)
-    log_info('Checked the audio of {} sample(s) ({} file(s)) in {:.1f} s: {} invalid'
+    log_info('Checked the audio of {} sample(s) ({} distinct) in {:.1f} s: {} invalid'
              .format(n_samples, len(paths), time.time() - started, len(messages)))
     if not found:
         return [records for _, records in sets]
