@@ -11,6 +11,7 @@ target appears only when complete.
     $PY bin/data_set_tool.py my/train.sdb my/unpacked.csv                  # back to CSV + my/unpacked/*.wav
 """
 import argparse
+import contextlib
 import os
 import sys
 from multiprocessing import Pool
@@ -79,6 +80,17 @@ def converted(record):
         raise convert.ConvertError('{}: cannot convert: {}'.format(record.where, error)) from None
 
 
+def converted_samples(records, workers, start):
+    """The records' audio converted, in their order: by `workers` processes (None: one per core), or in
+    this one when `workers` is 1."""
+    if workers == 1:
+        start_worker(*start)
+        yield from map(converted, records)
+        return
+    with Pool(workers, initializer=start_worker, initargs=start) as pool:     # terminated on leaving
+        yield from pool.imap(converted, records, chunksize=8)
+
+
 def write(args, records):
     target_is_sdb = sdb.is_sdb(args.target)
     target_type = AUDIO_TYPES[args.audio_type] if target_is_sdb else sdb.WAV
@@ -87,20 +99,10 @@ def write(args, records):
               else convert.csv_target(args.target, labeled, args.absolute_paths))
     progress = Progress('Writing {}'.format(args.target), len(records), unit='Samples', show_loss=False)
     start = (args.read_buffer, target_type, args.bitrate)
-    with target as add:
-        if args.workers == 1:
-            start_worker(*start)
-            results = map(converted, records)
-        else:
-            pool = Pool(args.workers, initializer=start_worker, initargs=start)
-            results = pool.imap(converted, records, chunksize=8)
-        try:
-            for done, (record, data) in enumerate(zip(records, results), 1):
-                add(data, record.transcript)
-                progress.update(done)
-        finally:
-            if args.workers != 1:
-                pool.terminate()
+    with target as add, contextlib.closing(converted_samples(records, args.workers, start)) as samples:
+        for done, (record, data) in enumerate(zip(records, samples), 1):
+            add(data, record.transcript)
+            progress.update(done)
     progress.finish()
 
 
