@@ -60,9 +60,9 @@ def parse_args(argv=None):
 
 def check_config(alphabet, read_buffer):
     """What validation needs of a training Config: DeepSpeech's default feature windows."""
-    return Config(alphabet=alphabet, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=SAMPLE_RATE * 32 // 1000,
-                  audio_step_samples=SAMPLE_RATE * 20 // 1000, n_hidden=0, n_classes=0, sample_rate=SAMPLE_RATE,
-                  read_buffer=read_buffer)
+    return Config(alphabet=alphabet, n_input=N_INPUT, n_context=N_CONTEXT,
+                  audio_window_samples=SAMPLE_RATE * 32 // 1000, audio_step_samples=SAMPLE_RATE * 20 // 1000,
+                  n_hidden=0, n_classes=0, sample_rate=SAMPLE_RATE, read_buffer=read_buffer)
 
 
 _worker = {}

@@ -1,10 +1,13 @@
-"""Sample databases (.sdb) as DeepSpeech 0.9 and Coqui STT write them, and bin/data_set_tool.py: real
-speech (the bundled smoke-test utterances), real Opus (libopus through opuslib), real training runs."""
+"""Sample databases (.sdb) as DeepSpeech 0.9 and Coqui STT write them, WebDataset-style tar shards, and
+bin/data_set_tool.py: real speech (the bundled smoke-test utterances), real Opus (libopus through
+opuslib), real training runs."""
 import csv
+import io
 import os
 import re
 import struct
 import sys
+import tarfile
 
 import numpy as np
 import opuslib
@@ -43,6 +46,11 @@ def smoke_pcm(row):
     samples, rate = soundfile.read(os.path.join(SMOKE_DIR, row['wav_filename']), dtype='int16')
     assert rate == RATE
     return samples
+
+
+def smoke_wav_bytes(row):
+    with open(os.path.join(SMOKE_DIR, row['wav_filename']), 'rb') as wav_file:
+        return wav_file.read()
 
 
 def tool(*args):
@@ -95,6 +103,26 @@ def hand_framed_opus(pcm):
     return out
 
 
+def write_shards(folder):
+    """The smoke-test set as two WebDataset shards (<key>.wav + <key>.txt): shard-000.tar holds the first
+    two utterances, shard-001.tar the third."""
+    rows = smoke_rows()
+    for number, group in enumerate([rows[:2], rows[2:]]):
+        with tarfile.open(str(folder / 'shard-{:03d}.tar'.format(number)), 'w') as tar:
+            for row in group:
+                key = os.path.splitext(row['wav_filename'])[0]
+                tar.add(os.path.join(SMOKE_DIR, row['wav_filename']), arcname=key + '.wav')
+                text = tarfile.TarInfo(key + '.txt')
+                text.size = len(row['transcript'].encode())
+                tar.addfile(text, io.BytesIO(row['transcript'].encode()))
+    return folder
+
+
+@pytest.fixture(scope='module')
+def shards(tmp_path_factory):
+    return write_shards(tmp_path_factory.mktemp('shards'))
+
+
 @pytest.fixture(scope='module')
 def wav_sdb(tmp_path_factory):
     path = tmp_path_factory.mktemp('wav_sdb') / 'smoke.sdb'
@@ -135,7 +163,7 @@ def test_csv_to_opus_sdb_to_csv_is_within_the_codec_tolerance(tmp_path):
 
 def test_hand_built_sdb_loads_and_our_writer_makes_the_same_bytes(wav_sdb, tmp_path, alphabet):
     rows = smoke_rows()
-    wav_files = [open(os.path.join(SMOKE_DIR, r['wav_filename']), 'rb').read() for r in rows]
+    wav_files = [smoke_wav_bytes(r) for r in rows]
     by_hand = hand_built_sdb(list(zip(wav_files, [r['transcript'] for r in rows])), sdb.WAV)
     assert wav_sdb.read_bytes() == by_hand
     opus_by_hand = hand_built_sdb([(hand_framed_opus(smoke_pcm(r)), r['transcript']) for r in rows], sdb.OPUS)
@@ -200,31 +228,37 @@ def test_corrupt_audio_in_an_sdb_fails_validation_naming_the_sample(wav_sdb, tmp
     assert '{}: sample 1 (at byte {}): its audio is not a readable WAV file'.format(path, offset) in str(error.value)
 
 
-def test_bad_sdb_or_sdb_named_csv_stop_training_before_anything_is_written(wav_sdb, tmp_path):
+def test_bad_sdb_shard_or_sdb_named_csv_stop_training_before_anything_is_written(wav_sdb, shards, tmp_path):
     truncated = tmp_path / 'truncated.sdb'
     truncated.write_bytes(wav_sdb.read_bytes()[:-4])
     misnamed = tmp_path / 'corpus.csv'
     misnamed.write_bytes(wav_sdb.read_bytes())
-    run = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', '{},{}'.format(truncated, misnamed),
-                         check=False)
+    shard = (shards / 'shard-000.tar').read_bytes()
+    cut_shard = tmp_path / 'cut.tar'
+    cut_shard.write_bytes(shard[:len(shard) // 2])
+    run = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files',
+                         '{},{},{}'.format(truncated, misnamed, cut_shard), check=False)
     assert run.returncode == 1
     assert '{}: at byte {}: the index of 3 sample(s) needs'.format(truncated, layout(wav_sdb.read_bytes())[1] + 16) \
         in run.output
     assert '{}: not a CSV file: starts with SAMPLEDB: a DeepSpeech sample database; name it .sdb'.format(misnamed) \
         in run.output
+    assert re.search(r'{}: at byte \d+: hello_world.wav needs 46760 byte\(s\), the file ends at byte {} \(truncated'
+                     .format(re.escape(str(cut_shard)), len(shard) // 2), run.output)
     assert 'UTF-8' not in run.output and 'iconv' not in run.output
     assert not (tmp_path / 'checkpoints').exists() and not (tmp_path / 'summaries').exists()
 
 
 @pytest.fixture(scope='module')
-def trained(wav_sdb, tmp_path_factory):
-    """One step of training (all three utterances in one batch) and a test, from the CSV and from the
-    lossless .sdb made of it."""
+def trained(wav_sdb, shards, tmp_path_factory):
+    """One step of training (all three utterances in one batch) and a test, from the CSV, from the
+    lossless .sdb made of it and from its tar shards (a brace pattern to train, a glob to test)."""
     outputs = {}
-    for name, source in (('csv', SMOKE_CSV), ('sdb', str(wav_sdb))):
+    for name, source in (('csv', SMOKE_CSV), ('sdb', str(wav_sdb)), ('tar', str(shards / 'shard-{000..001}.tar'))):
         tmp_path = tmp_path_factory.mktemp(name)
+        test_source = source.replace('{000..001}', '*')
         outputs[name] = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', source, '--train_batch_size', 3,
-                                       '--epochs', 1, '--test_files', source, '--read_buffer', '64KB').output
+                                       '--epochs', 1, '--test_files', test_source, '--read_buffer', '64KB').output
     return outputs
 
 
@@ -233,16 +267,19 @@ def reported(pattern, output):
 
 
 @pytest.mark.slow
-def test_training_from_sdb_gives_the_first_step_loss_of_its_csv(trained):
+@pytest.mark.parametrize('kind', ['sdb', 'tar'])
+def test_training_from_sdb_or_shards_gives_the_first_step_loss_of_their_csv(trained, kind):
     step_loss = r'Finished training epoch 0 - loss: ([0-9.]+)'
-    assert reported(step_loss, trained['sdb']) == reported(step_loss, trained['csv'])
+    assert reported(step_loss, trained[kind]) == reported(step_loss, trained['csv'])
 
 
 @pytest.mark.slow
-def test_test_files_sdb_reports_each_sample(trained, wav_sdb):
+def test_test_files_sdb_or_shards_report_each_sample(trained, wav_sdb, shards):
     test_loss = r'Test on \S+ - WER: [0-9.]+, CER: [0-9.]+, loss: ([0-9.]+)'
     assert 'Test on {} - WER'.format(wav_sdb) in trained['sdb']
-    assert reported(test_loss, trained['sdb']) == reported(test_loss, trained['csv'])
+    assert 'Test on {} - WER'.format(shards / 'shard-*.tar') in trained['tar']
+    assert reported(test_loss, trained['sdb']) == reported(test_loss, trained['tar']) == \
+        reported(test_loss, trained['csv'])
     assert ' - wav: file://{}:0'.format(wav_sdb) in trained['sdb']
 
 
@@ -275,6 +312,28 @@ def test_a_bad_sample_stops_the_tool_naming_source_and_row_and_writes_nothing(tm
     assert tool('--audio_type', 'wav', tmp_path / 'at_22k.csv', tmp_path / 'out.sdb') == 0    # lossless: kept as is
     assert sorted(os.listdir(str(tmp_path))) == ['at_22k.csv', 'at_22k.wav', 'not_audio.csv', 'not_audio.wav',
                                                  'out.sdb']
+
+
+def test_shards_by_pattern_load_with_their_audio_and_convert(shards, tmp_path, alphabet):
+    records = read_sources([str(shards / 'shard-{000..001}.tar')], alphabet)
+    assert [(r.transcript, r.source) for r in records] == [
+        ('good morning', str(shards / 'shard-000.tar')), ('hello world', str(shards / 'shard-000.tar')),
+        ('the cat sat', str(shards / 'shard-001.tar'))]
+    reader = RecordAudio(parse_size('1MB'))
+    for record, row in zip(records, smoke_rows()):
+        expected, _ = soundfile.read(os.path.join(SMOKE_DIR, row['wav_filename']), dtype='float32')
+        np.testing.assert_array_equal(reader.samples(record, RATE), expected)
+    reader.close()
+    assert tool('--audio_type', 'wav', shards / 'shard-*.tar', tmp_path / 'from_shards.sdb') == 0
+    assert (tmp_path / 'from_shards.sdb').read_bytes() == hand_built_sdb(
+        [(smoke_wav_bytes(r), r['transcript']) for r in smoke_rows()], sdb.WAV)
+
+
+def test_a_shard_sample_without_transcript_is_named(tmp_path, alphabet):
+    with tarfile.open(str(tmp_path / 'odd.tar'), 'w') as tar:
+        tar.add(os.path.join(SMOKE_DIR, 'good_morning.wav'), arcname='a/good_morning.wav')
+    with pytest.raises(DataError, match=re.escape('odd.tar: a/good_morning: a .wav without a .txt')):
+        read_sources([str(tmp_path / 'odd.tar')], alphabet)
 
 
 def test_unlabeled_sets_carry_audio_only(tmp_path, alphabet):

@@ -8,6 +8,7 @@ import re
 
 from absl import flags
 
+from .data.tar_shards import expand_all
 from .model import LSTM_IMPLS
 
 FLAGS = flags.FLAGS
@@ -25,11 +26,12 @@ def create_flags():
     f = flags
 
     # Data
-    f.DEFINE_string('train_files', '', 'comma-separated list of CSV files and sample databases (.sdb) to train on '
-                    '(merged)')
-    f.DEFINE_string('dev_files', '', 'comma-separated list of CSV files and .sdb files to validate on after each epoch '
+    f.DEFINE_string('train_files', '', 'comma-separated list of CSV files, sample databases (.sdb) and tar shards '
+                    '(paths, or patterns like shards-{000..009}.tar) to train on (merged)')
+    f.DEFINE_string('dev_files', '', 'comma-separated list of CSV, .sdb and .tar files to validate on after each epoch '
                     '(reported separately; their sample-weighted mean decides best_dev / early stop / plateau)')
-    f.DEFINE_string('test_files', '', 'comma-separated list of CSV files and .sdb files to test on (reported separately)')
+    f.DEFINE_string('test_files', '', 'comma-separated list of CSV, .sdb and .tar files to test on (reported '
+                    'separately)')
     f.DEFINE_string('read_buffer', '1MB', 'buffer size for reading sample databases (.sdb), e.g. 512KB, 1MB, 1GB '
                     '(as DeepSpeech 0.9: binary units, plain digits are bytes)')
     f.DEFINE_boolean('normalize_sample_rate', True, 'resample audio whose rate differs from --audio_sample_rate')
@@ -190,8 +192,8 @@ def _dropout_ok(value):
 
 
 def _existing_files(csv_list):
-    missing = [p for p in split_files(csv_list) if not os.path.isfile(p)]
-    return not missing
+    """Every file exists; a pattern of tar shards names at least one."""
+    return all(os.path.isfile(p) for p in expand_all(split_files(csv_list)))
 
 
 def parse_size(text):

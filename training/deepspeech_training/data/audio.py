@@ -6,7 +6,7 @@ import librosa
 import numpy as np
 import soundfile
 
-from . import opus, sdb
+from . import opus, sdb, tar_shards
 
 
 class AudioError(ValueError):
@@ -51,19 +51,27 @@ def _conform(samples, file_rate, sample_rate, normalize_sample_rate):
 
 class RecordAudio:
     """The audio of sample records: a file of its own, read by `file_reader` (read_audio's signature), or
-    a sample of a .sdb, read from the database opened on first use and kept open, buffered by
+    a sample of a .sdb or a tar shard, read from the file opened on first use and kept open, buffered by
     `read_buffer` (--read_buffer). Not thread-safe: one per reader thread."""
 
     def __init__(self, read_buffer, file_reader=read_audio):
-        self.databases, self.file_reader = sdb.Databases(read_buffer), file_reader
+        self.read_buffer, self.file_reader, self.containers = read_buffer, file_reader, {}
+
+    def _container(self, path):
+        if path not in self.containers:
+            opener = sdb.Database if sdb.is_sdb(path) else tar_shards.Shard
+            self.containers[path] = opener(path, self.read_buffer)
+        return self.containers[path]
 
     def raw(self, record):
-        """(audio type, bytes) of the record's audio: a WAV file's bytes, or the sample's in its .sdb."""
+        """(audio type, bytes) of the record's audio: a WAV file's bytes, or the sample's in its .sdb or shard."""
         if record.offset is None:
             with open(record.audio_path, 'rb') as audio_file:
                 return sdb.WAV, audio_file.read()
-        database = self.databases.get(record.audio_path)
-        return database.audio_type, database.entry(record.offset).audio
+        container = self._container(record.audio_path)
+        if isinstance(container, sdb.Database):
+            return container.audio_type, container.entry(record.offset).audio
+        return sdb.WAV, container.read(record.offset, record.filesize)
 
     def samples(self, record, sample_rate, normalize_sample_rate=True):
         """read_audio() of the record's audio."""
@@ -72,4 +80,6 @@ class RecordAudio:
         return decode_audio(*self.raw(record), sample_rate, normalize_sample_rate)
 
     def close(self):
-        self.databases.close()
+        for container in self.containers.values():
+            container.close()
+        self.containers = {}

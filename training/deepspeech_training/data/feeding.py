@@ -19,6 +19,7 @@ from . import augmentations
 from .audio import AudioError, RecordAudio, read_audio
 from .batching import PADDING
 from .sdb import SdbError
+from .tar_shards import ShardError
 
 
 def no_augmentation(domain, tensor, units_per_ms):
@@ -67,7 +68,7 @@ CHANGED_AUDIO = 'audio changed during training'
 def read_checked_audio(record_audio, record, config):
     try:
         return record_audio.samples(record, config.sample_rate, config.normalize_sample_rate)
-    except (AudioError, SdbError, OSError) as error:
+    except (AudioError, SdbError, ShardError, OSError) as error:
         raise AudioError('{}: {} row {}: {}: {} (it passed the check at start: restore the file or remove its row, '
                          'then rerun the same command to resume from the last checkpoint)'
                          .format(CHANGED_AUDIO, record.source, record.row, record.audio_name, error)) from None

@@ -6,7 +6,7 @@ import csv
 import os
 from dataclasses import dataclass
 
-from . import opus, sdb
+from . import opus, sdb, tar_shards
 from ..util.text import TranscriptError, transcript_to_labels
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
@@ -31,6 +31,11 @@ class SampleRecord:
         return self.audio_path if self.offset is None else '{}:{}'.format(self.audio_path, self.row)
 
     @property
+    def audio_key(self):
+        """What identifies the audio: (path, None) for a file, (container, offset) for a sample in one."""
+        return self.audio_path, self.offset
+
+    @property
     def where(self):
         """Where a user finds the sample, for messages."""
         if self.offset is None:
@@ -38,8 +43,8 @@ class SampleRecord:
         return sample_where(self.source, self.row, self.offset)
 
 
-def sample_where(sdb_path, number, offset):
-    return '{}: sample {} (at byte {})'.format(sdb_path, number, offset)
+def sample_where(container, number, offset):
+    return '{}: sample {} (at byte {})'.format(container, number, offset)
 
 
 class DataError(ValueError):
@@ -112,13 +117,30 @@ def _record_from_row(row, csv_path, line, base, alphabet, columns, problems):
         problems.append('{}: {}: wav_filesize {!r} is not an integer (it is the file size in bytes)'
                         .format(where, wav, row['wav_filesize']))
         return None
-    transcript = row['transcript'] if alphabet else None
     try:
-        labels = transcript_to_labels(alphabet, transcript) if alphabet else ()
+        transcript, labels = _labels(alphabet, row['transcript'] if alphabet else None)
     except TranscriptError as error:
         problems.append('{}: {}: {}'.format(where, wav, error))
         return None
-    return SampleRecord(_resolve(base, wav), filesize, transcript, tuple(labels), csv_path, line)
+    return SampleRecord(_resolve(base, wav), filesize, transcript, labels, csv_path, line)
+
+
+def _labels(alphabet, transcript):
+    """(transcript, labels) as a record keeps them; (None, ()) in an unlabeled set (`alphabet` None).
+    Raises TranscriptError."""
+    if not alphabet:
+        return None, ()
+    return transcript, tuple(transcript_to_labels(alphabet, transcript))
+
+
+def _contained_record(path, number, offset, size, transcript, alphabet, problems):
+    """The record of sample `number` of a .sdb or tar shard, or None with its problem appended."""
+    try:
+        transcript, labels = _labels(alphabet, transcript)
+    except TranscriptError as error:
+        problems.append('{}: {}'.format(sample_where(path, number, offset), error))
+        return None
+    return SampleRecord(path, size, transcript, labels, path, number, offset)
 
 
 def _resolve(base, wav):
@@ -177,13 +199,7 @@ def read_sdb(path, alphabet, buffering=DEFAULT_READ_BUFFER):
                         size = opus.read_header(entry.audio)[0] + WAV_HEADER_BYTES
                     except opus.OpusError as error:
                         raise sdb.SdbError(path, offset, 'sample {}: {}'.format(number, error)) from None
-                transcript = entry.transcript if alphabet else None
-                try:
-                    labels = transcript_to_labels(alphabet, transcript) if alphabet else ()
-                except TranscriptError as error:
-                    problems.append('{}: {}'.format(sample_where(path, number, offset), error))
-                    continue
-                records.append(SampleRecord(path, size, transcript, tuple(labels), path, number, offset))
+                records.append(_contained_record(path, number, offset, size, entry.transcript, alphabet, problems))
     except sdb.SdbError as error:
         raise DataError([str(error)]) from None
     if problems:
@@ -191,13 +207,33 @@ def read_sdb(path, alphabet, buffering=DEFAULT_READ_BUFFER):
     return records
 
 
+def read_tar(path, alphabet):
+    """All records of one tar shard (tar_shards.py), transcripts checked as a CSV's."""
+    try:
+        samples = tar_shards.read_samples(path)
+    except tar_shards.ShardError as error:
+        raise DataError([str(error)]) from None
+    problems = []
+    records = [_contained_record(path, number, offset, size, transcript, alphabet, problems)
+               for number, (_, offset, size, transcript) in enumerate(samples)]
+    if problems:
+        raise DataError(problems)
+    return records
+
+
+def read_one(path, alphabet, read_buffer):
+    if sdb.is_sdb(path):
+        return read_sdb(path, alphabet, read_buffer)
+    return read_tar(path, alphabet) if tar_shards.is_tar(path) else read_csv(path, alphabet)
+
+
 def read_records(paths, alphabet, read_buffer=DEFAULT_READ_BUFFER):
-    """Records of CSV files and sample databases (.sdb), in the order of their files (`alphabet` None:
-    unlabeled)."""
+    """Records of CSV files, sample databases (.sdb) and tar shards (paths or patterns), in the order of
+    their files (`alphabet` None: unlabeled)."""
     problems, records = [], []
-    for path in paths:
+    for path in tar_shards.expand_all(paths):
         try:
-            records.extend(read_sdb(path, alphabet, read_buffer) if sdb.is_sdb(path) else read_csv(path, alphabet))
+            records.extend(read_one(path, alphabet, read_buffer))
         except DataError as error:
             problems.extend(error.problems)
     if problems:

@@ -153,24 +153,6 @@ class Database:
         return Entry(audio_length, audio, transcript)
 
 
-class Databases:
-    """Databases opened on first use and kept open (one set per reader thread: file objects are not
-    thread-safe)."""
-
-    def __init__(self, buffering):
-        self.buffering, self.open = buffering, {}
-
-    def get(self, path):
-        if path not in self.open:
-            self.open[path] = Database(path, self.buffering)
-        return self.open[path]
-
-    def close(self):
-        for database in self.open.values():
-            database.close()
-        self.open = {}
-
-
 class Writer:
     """Writes a sample database to a seekable binary file (e.g. one opened by util.atomic.atomic_write)."""
 
