@@ -175,7 +175,7 @@ def binary_kind(path, sniff=4096):
         if head.startswith(magic):
             return kind
     if len(head) > 262 and head[257:262] == b'ustar':
-        return 'a tar archive; unpack it first'
+        return 'a tar archive: name it .tar if it is a WebDataset shard (<key>.wav + <key>.txt), else unpack it'
     if b'\0' in head:
         return 'a binary file (it contains NUL bytes), not text'
     return ''

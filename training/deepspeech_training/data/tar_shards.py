@@ -1,5 +1,6 @@
 """WebDataset-style tar shards as a source: samples `<key>.wav` + `<key>.txt` (the transcript, UTF-8)
-side by side in uncompressed tar files, given as paths or as a pattern of shards (`train-{000..009}.tar`,
+side by side in uncompressed tar files (the audio may also be .flac, .ogg or .opus, as in Coqui STT's
+shards: libsndfile decodes them), given as paths or as a pattern of shards (`train-{000..009}.tar`,
 `shards/*.tar`). Like a sample database, a shard is one file read sequentially; a sample's audio is a
 byte range of it, read without unpacking anything.
 
@@ -12,6 +13,7 @@ import re
 import tarfile
 
 EXTENSION = '.tar'
+AUDIO_EXTENSIONS = ('wav', 'flac', 'ogg', 'opus')
 BRACES = re.compile(r'\{(\d+)\.\.(\d+)\}')
 
 
@@ -53,32 +55,35 @@ def split_key(name):
 
 
 def read_samples(path):
-    """[(key, wav offset, wav size, transcript)] of a shard, in the order of its wav members."""
+    """[(key, audio offset, audio size, transcript)] of a shard, in the order of its audio members."""
     size = os.path.getsize(path)
-    wavs, texts = {}, {}
+    audio, texts = {}, {}
     try:
         with tarfile.open(path, 'r:') as tar:
             for member in tar:
                 key, extension = split_key(member.name)
-                if not member.isfile() or extension not in ('wav', 'txt'):
+                if not member.isfile() or extension not in AUDIO_EXTENSIONS + ('txt',):
                     continue
                 if member.offset_data + member.size > size:
                     raise ShardError('{}: at byte {}: {} needs {} byte(s), the file ends at byte {} (truncated: '
                                      'copy or write it again)'.format(path, member.offset_data, member.name,
                                                                       member.size, size))
-                if extension == 'wav':
-                    wavs[key] = (member.offset_data, member.size)
+                if extension != 'txt':
+                    if key in audio:
+                        raise ShardError('{}: {}: two audio files for one key; a sample has one'.format(path, key))
+                    audio[key] = (member.offset_data, member.size)
                 else:
                     texts[key] = _transcript(tar, member, path)
     except tarfile.TarError as error:
         raise ShardError('{}: not a readable tar file ({}); shards are uncompressed tar files'
                          .format(path, error)) from None
-    unpaired = sorted(set(wavs) ^ set(texts))
+    unpaired = sorted(set(audio) ^ set(texts))
     if unpaired:
         key = unpaired[0]
-        raise ShardError('{}: {}: a .{} without a .{} ({} unpaired key(s)); each sample is <key>.wav and <key>.txt'
-                         .format(path, key, *(('wav', 'txt') if key in wavs else ('txt', 'wav')), len(unpaired)))
-    return [(key, offset, length, texts[key]) for key, (offset, length) in wavs.items()]
+        what = 'audio without a .txt' if key in audio else 'a .txt without audio'
+        raise ShardError('{}: {}: {} ({} unpaired key(s)); each sample is <key>.wav (or .flac, .ogg, .opus) and '
+                         '<key>.txt'.format(path, key, what, len(unpaired)))
+    return [(key, offset, length, texts[key]) for key, (offset, length) in audio.items()]
 
 
 def _transcript(tar, member, path):
