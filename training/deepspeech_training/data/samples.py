@@ -1,5 +1,5 @@
-"""Reading DeepSpeech sources (CSV files, sample databases) into sample records (path, size, transcript,
-labels). No audio is decoded here: records are cheap, so they can be sorted, limited and sharded before
+"""Reading DeepSpeech sources (CSV files, sample databases, tar shards) into sample records (path, size,
+transcript, labels). No audio is decoded here: records are cheap, so they can be sorted, limited and sharded before
 any sample is read.
 """
 import csv
@@ -17,17 +17,17 @@ DEFAULT_READ_BUFFER = 1 << 20
 
 @dataclass(frozen=True)
 class SampleRecord:
-    audio_path: str        # absolute, or relative to the working directory; or the .sdb file
-    filesize: int          # of the WAV file, or of the sample's audio in the .sdb (Opus: as a WAV file)
+    audio_path: str        # absolute, or relative to the working directory; or the .sdb file or tar shard
+    filesize: int          # of the audio file, or of the sample's audio in its .sdb (Opus: as a WAV file) or shard
     transcript: str
     labels: tuple
-    source: str            # the CSV or .sdb file the sample came from
-    row: int               # line number in that CSV (the header is line 1), or sample number in the .sdb
-    offset: int = None     # byte offset of the sample's entry in the .sdb; None for a file of its own
+    source: str            # the CSV, .sdb or shard the sample came from
+    row: int               # line number in that CSV (the header is line 1), or sample number in the .sdb or shard
+    offset: int = None     # byte offset of the sample's .sdb entry or shard member data; None for a file of its own
 
     @property
     def audio_name(self):
-        """The audio as DeepSpeech names it: its file, or `db.sdb:N` for sample N of a database."""
+        """The audio as DeepSpeech names it: its file, or `db.sdb:N` for sample N of a database (or shard)."""
         return self.audio_path if self.offset is None else '{}:{}'.format(self.audio_path, self.row)
 
     @property
