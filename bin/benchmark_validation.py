@@ -55,15 +55,16 @@ def main():
     args = parser.parse_args()
     logging.configure(show_progressbar=False)
     records = read_sources(args.csv, load_alphabet(args.alphabet))
-    paths = sorted({r.audio_path for r in records})
+    unique = sorted({r.audio_path: r for r in records}.values(), key=lambda r: r.audio_path)
+    paths = [r.audio_path for r in unique]
     cores = os.cpu_count() or 1
-    configurations = [('serial', lambda: validation.read_headers(paths, 1))]
+    configurations = [('serial', lambda: validation.read_headers(unique, 1))]
     for workers in sorted({2, cores, 2 * cores, 4 * cores, validation.MAX_WORKERS}):
         configurations.append(('threads x{}'.format(workers),
-                               lambda w=workers: validation.read_headers(paths, w)))
+                               lambda w=workers: validation.read_headers(unique, w)))
     configurations.append(('processes x{}'.format(cores), lambda: process_pool(paths, cores)))
     config = SimpleNamespace(audio_window_samples=512, audio_step_samples=320,     # 16 kHz, 32 ms / 20 ms
-                             sample_rate=16000, normalize_sample_rate=True)
+                             sample_rate=16000, normalize_sample_rate=True, read_buffer=1 << 20)
     configurations.append(('whole pass', lambda: validation.validate_sets([('all', records)], config, Single())))
     print('{} samples, {} files, {} core(s)'.format(len(records), len(paths), cores))
     print('{:<16} {:>18} {:>18} {:>8}'.format('configuration', 'warm ms/1000', 'cold ms/1000', 'ratio'))

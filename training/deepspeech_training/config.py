@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 
 import tensorflow.compat.v1 as tfv1
 
-from .flags import FLAGS, DEFAULT_DATA_HOME
+from .flags import FLAGS, DEFAULT_DATA_HOME, parse_size
 from .precision import enable_in_session_config, mixed_precision_mode
 from .util.text import load_alphabet
 
@@ -34,6 +34,7 @@ class Config:
     lstm_impl: str = 'auto'     # model.LSTM_IMPLS
     feature_win_len: int = 32   # ms, as exported in the model's metadata
     feature_win_step: int = 20
+    read_buffer: int = 1 << 20  # bytes, --read_buffer: how sample databases are read
 
     @property
     def window_width(self):
@@ -160,6 +161,7 @@ def config_from_flags():
         lstm_impl=FLAGS.lstm_impl,
         feature_win_len=FLAGS.feature_win_len,
         feature_win_step=FLAGS.feature_win_step,
+        read_buffer=parse_size(FLAGS.read_buffer),
     )
 
 

@@ -97,7 +97,7 @@ def decode_outputs(session, outputs, records, decoder, dist):
     if not dist.is_chief:
         return []
     decoded = sorted((item for rank_items in gathered for item in rank_items), key=lambda item: item[0])
-    return [score(SampleResult(records[i].audio_path, records[i].transcript, text, loss)) for i, text, loss in decoded]
+    return [score(SampleResult(records[i].audio_name, records[i].transcript, text, loss)) for i, text, loss in decoded]
 
 
 def decode_set(session, iterator, forward, decoder, dist):

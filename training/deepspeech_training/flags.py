@@ -4,9 +4,11 @@ absl already rejects unknown flags and malformed values; the validators register
 values and combinations that would only fail (or silently do nothing) hours into a run.
 """
 import os
+import re
 
 from absl import flags
 
+from .data.tar_shards import expand_all
 from .model import LSTM_IMPLS
 
 FLAGS = flags.FLAGS
@@ -14,6 +16,7 @@ FLAGS = flags.FLAGS
 DEFAULT_DATA_HOME = os.path.join(os.environ.get('XDG_DATA_HOME', os.path.expanduser('~/.local/share')),
                                  'deepspeech')
 LOAD_METHODS = ['auto', 'best', 'last', 'init']
+SIZE_UNITS = {'': 1, 'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40}
 
 
 def create_flags():
@@ -23,10 +26,14 @@ def create_flags():
     f = flags
 
     # Data
-    f.DEFINE_string('train_files', '', 'comma-separated list of CSV files to train on (merged)')
-    f.DEFINE_string('dev_files', '', 'comma-separated list of CSV files to validate on after each epoch '
+    f.DEFINE_string('train_files', '', 'comma-separated list of CSV files, sample databases (.sdb) and tar shards '
+                    '(paths, or patterns like shards-{000..009}.tar) to train on (merged)')
+    f.DEFINE_string('dev_files', '', 'comma-separated list of CSV, .sdb and .tar files to validate on after each epoch '
                     '(reported separately; their sample-weighted mean decides best_dev / early stop / plateau)')
-    f.DEFINE_string('test_files', '', 'comma-separated list of CSV files to test on (reported separately)')
+    f.DEFINE_string('test_files', '', 'comma-separated list of CSV, .sdb and .tar files to test on (reported '
+                    'separately)')
+    f.DEFINE_string('read_buffer', '1MB', 'buffer size for reading sample databases (.sdb), e.g. 512KB, 1MB, 1GB '
+                    '(as DeepSpeech 0.9: binary units, plain digits are bytes)')
     f.DEFINE_boolean('normalize_sample_rate', True, 'resample audio whose rate differs from --audio_sample_rate')
     f.DEFINE_integer('limit_train', 0, 'use at most this many train samples (0 = all)', lower_bound=0)
     f.DEFINE_integer('limit_dev', 0, 'use at most this many dev samples per dev set (0 = all)', lower_bound=0)
@@ -188,8 +195,23 @@ def _dropout_ok(value):
 
 
 def _existing_files(csv_list):
-    missing = [p for p in split_files(csv_list) if not os.path.isfile(p)]
-    return not missing
+    """Every file exists; a pattern of tar shards names at least one."""
+    return all(os.path.isfile(p) for p in expand_all(split_files(csv_list)))
+
+
+def parse_size(text):
+    """'1MB', '512k', '4096' -> bytes (DeepSpeech's --read_buffer syntax); ValueError if malformed."""
+    match = re.fullmatch(r'\s*(\d+)\s*([kmgt]?)b?\s*', text.lower())
+    if not match:
+        raise ValueError('{!r} is not a size (e.g. 1MB, 512KB, 4096)'.format(text))
+    return int(match.group(1)) * SIZE_UNITS[match.group(2)]
+
+
+def _size_ok(text):
+    try:
+        return parse_size(text) > 0
+    except ValueError:
+        return False
 
 
 def split_files(csv_list):
@@ -217,6 +239,7 @@ def _register_validators():
         flags.register_validator(name, _existing_files,
                                  message='names a CSV file that does not exist (check the path; several '
                                          'files are separated by commas)')
+    flags.register_validator('read_buffer', _size_ok, message='must be a size above 0, e.g. 1MB, 512KB or 4096')
     for name in ['scorer_path', 'one_shot_infer']:
         flags.register_validator(name, lambda path: not path or os.path.isfile(path), message='file not found')
     flags.register_validator('alphabet_config_path', os.path.isfile,

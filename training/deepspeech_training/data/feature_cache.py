@@ -28,7 +28,7 @@ def cache_path(path, rank, size):
 def samples_digest(records):
     digest = hashlib.sha256()
     for record in records:
-        digest.update('{}\0{}\n'.format(record.audio_path, record.filesize).encode('utf-8'))
+        digest.update('{}\0{}\n'.format(record.audio_name, record.filesize).encode('utf-8'))
     return digest.hexdigest()
 
 

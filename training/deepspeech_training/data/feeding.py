@@ -9,14 +9,17 @@ run; measured with bin/benchmark_small_runs.py --breakdown), and each epoch's fi
 when it starts. Its batches are all full (a short last batch is padded), so none spans two epochs.
 """
 import itertools
+import threading
 
 import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 from . import augmentations
-from .audio import AudioError, read_audio
+from .audio import AudioError, RecordAudio, read_audio
 from .batching import PADDING
+from .sdb import SdbError
+from .tar_shards import ShardError
 
 
 def no_augmentation(domain, tensor, units_per_ms):
@@ -62,13 +65,25 @@ def frame_count(n_samples, config):
 CHANGED_AUDIO = 'audio changed during training'
 
 
-def read_checked_audio(audio_reader, record, config):
+def read_checked_audio(record_audio, record, config):
     try:
-        return audio_reader(record.audio_path, config.sample_rate, config.normalize_sample_rate)
-    except (AudioError, OSError) as error:
+        return record_audio.samples(record, config.sample_rate, config.normalize_sample_rate)
+    except (AudioError, SdbError, ShardError, OSError) as error:
         raise AudioError('{}: {} row {}: {}: {} (it passed the check at start: restore the file or remove its row, '
                          'then rerun the same command to resume from the last checkpoint)'
-                         .format(CHANGED_AUDIO, record.source, record.row, record.audio_path, error)) from None
+                         .format(CHANGED_AUDIO, record.source, record.row, record.audio_name, error)) from None
+
+
+def thread_reader(audio_reader, config):
+    """() -> this thread's RecordAudio: sample databases stay open per reader thread, buffered by
+    --read_buffer, so consecutive samples come out of one buffered file."""
+    local = threading.local()
+
+    def reader():
+        if not hasattr(local, 'reader'):
+            local.reader = RecordAudio(config.read_buffer, audio_reader)
+        return local.reader
+    return reader
 
 
 def changed_audio_error(message):
@@ -99,6 +114,7 @@ def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio
     epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='epoch')
     first_batch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='first_batch')
     silence = np.zeros(config.audio_window_samples, np.float32)
+    record_audio = thread_reader(audio_reader, config)
     no_audio, no_features = np.zeros(0, np.float32), np.zeros((0, config.n_input), np.float32)
 
     def element(index, epoch_value, progress):
@@ -111,7 +127,7 @@ def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio
         cached = feature_cache.get(index) if feature_cache else None
         if cached is not None:
             return index, 1.0, no_audio, labels, 0, 0.0, cached, True
-        audio = read_checked_audio(audio_reader, record, config)
+        audio = read_checked_audio(record_audio(), record, config)
         seed, clock = 0, 0.0
         if augmenter:
             seed = augmentations.sample_seed(augmenter.random_seed, epoch_value, index)

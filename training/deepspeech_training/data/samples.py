@@ -1,24 +1,50 @@
-"""Reading DeepSpeech CSV sources into sample records (path, size, transcript, labels). No audio is
-opened here: records are cheap, so they can be sorted, limited and sharded before any file is read.
+"""Reading DeepSpeech sources (CSV files, sample databases, tar shards) into sample records (path, size,
+transcript, labels). No audio is decoded here: records are cheap, so they can be sorted, limited and sharded before
+any sample is read.
 """
 import csv
 import os
 from dataclasses import dataclass
 
+from . import opus, sdb, tar_shards
 from ..util.text import TranscriptError, transcript_to_labels
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
 MAX_LISTED_PROBLEMS = 20
+WAV_HEADER_BYTES = 44       # an Opus sample's size is that of its PCM as a WAV file, comparable to a CSV's
+DEFAULT_READ_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True)
 class SampleRecord:
-    audio_path: str        # absolute, or relative to the working directory
-    filesize: int
+    audio_path: str        # absolute, or relative to the working directory; or the .sdb file or tar shard
+    filesize: int          # of the audio file, or of the sample's audio in its .sdb (Opus: as a WAV file) or shard
     transcript: str
     labels: tuple
-    source: str            # the CSV file the sample came from
-    row: int               # line number in that CSV (the header is line 1)
+    source: str            # the CSV, .sdb or shard the sample came from
+    row: int               # line number in that CSV (the header is line 1), or sample number in the .sdb or shard
+    offset: int = None     # byte offset of the sample's .sdb entry or shard member data; None for a file of its own
+
+    @property
+    def audio_name(self):
+        """The audio as DeepSpeech names it: its file, or `db.sdb:N` for sample N of a database (or shard)."""
+        return self.audio_path if self.offset is None else '{}:{}'.format(self.audio_path, self.row)
+
+    @property
+    def audio_key(self):
+        """What identifies the audio: (path, None) for a file, (container, offset) for a sample in one."""
+        return self.audio_path, self.offset
+
+    @property
+    def where(self):
+        """Where a user finds the sample, for messages."""
+        if self.offset is None:
+            return '{}: line {}: {}'.format(self.source, self.row, self.audio_path)
+        return sample_where(self.source, self.row, self.offset)
+
+
+def sample_where(container, number, offset):
+    return '{}: sample {} (at byte {})'.format(container, number, offset)
 
 
 class DataError(ValueError):
@@ -34,14 +60,19 @@ class DataError(ValueError):
 
 
 def read_csv(csv_path, alphabet):
-    """All records of one CSV; raises DataError listing every malformed row."""
+    """All records of one CSV; raises DataError listing every malformed row. With `alphabet` None the
+    transcripts are not read (an unlabeled set: the column may be missing)."""
     records, problems = [], []
+    columns = CSV_COLUMNS if alphabet else CSV_COLUMNS[:2]
     base = os.path.dirname(os.path.abspath(csv_path))
+    looks_like = binary_kind(csv_path)
+    if looks_like:
+        raise DataError(['{}: not a CSV file: {}'.format(csv_path, looks_like)])
     try:
         # utf-8-sig: a byte-order mark (spreadsheet exports) must not hide the first column's name.
         with open(csv_path, encoding='utf-8-sig', newline='') as csv_file:
             reader = csv.DictReader(csv_file)
-            missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
             if missing:
                 raise DataError(['{}: line 1: missing column(s) {} (the header is "{}"); a DeepSpeech CSV starts '
                                  'with the header "{}"'.format(csv_path, ', '.join(missing),
@@ -49,7 +80,7 @@ def read_csv(csv_path, alphabet):
                                                                ','.join(CSV_COLUMNS))])
             for row in reader:
                 line = reader.line_num
-                record = _record_from_row(row, csv_path, line, base, alphabet, problems)
+                record = _record_from_row(row, csv_path, line, base, alphabet, columns, problems)
                 if record:
                     records.append(record)
     except UnicodeDecodeError as error:
@@ -73,11 +104,11 @@ def _utf8_problems(csv_path, error):
     return problems or ['{}: not valid UTF-8 ({}); {}'.format(csv_path, error, fix)]
 
 
-def _record_from_row(row, csv_path, line, base, alphabet, problems):
+def _record_from_row(row, csv_path, line, base, alphabet, columns, problems):
     where = '{}: line {}'.format(csv_path, line)
-    if None in row or any(row[c] is None for c in CSV_COLUMNS):
+    if None in row or any(row[c] is None for c in columns):
         problems.append('{}: expected {} fields (quote transcripts that contain commas)'
-                        .format(where, len(CSV_COLUMNS)))
+                        .format(where, len(columns)))
         return None
     wav = row['wav_filename']
     try:
@@ -87,11 +118,29 @@ def _record_from_row(row, csv_path, line, base, alphabet, problems):
                         .format(where, wav, row['wav_filesize']))
         return None
     try:
-        labels = transcript_to_labels(alphabet, row['transcript'])
+        transcript, labels = _labels(alphabet, row['transcript'] if alphabet else None)
     except TranscriptError as error:
         problems.append('{}: {}: {}'.format(where, wav, error))
         return None
-    return SampleRecord(_resolve(base, wav), filesize, row['transcript'], tuple(labels), csv_path, line)
+    return SampleRecord(_resolve(base, wav), filesize, transcript, labels, csv_path, line)
+
+
+def _labels(alphabet, transcript):
+    """(transcript, labels) as a record keeps them; (None, ()) in an unlabeled set (`alphabet` None).
+    Raises TranscriptError."""
+    if not alphabet:
+        return None, ()
+    return transcript, tuple(transcript_to_labels(alphabet, transcript))
+
+
+def _contained_record(path, number, offset, size, transcript, alphabet, problems):
+    """The record of sample `number` of a .sdb or tar shard, or None with its problem appended."""
+    try:
+        transcript, labels = _labels(alphabet, transcript)
+    except TranscriptError as error:
+        problems.append('{}: {}'.format(sample_where(path, number, offset), error))
+        return None
+    return SampleRecord(path, size, transcript, labels, path, number, offset)
 
 
 def _resolve(base, wav):
@@ -108,17 +157,94 @@ def csv_audio_paths(csv_path):
         return [_resolve(base, row[CSV_COLUMNS[0]]) for row in reader]
 
 
-def read_sources(csv_paths, alphabet, limit=0, reverse=False):
-    """Records of several CSVs merged, sorted by file size (as DeepSpeech: similar lengths batch
-    together), shortest first unless `reverse`, cut to the first `limit` when limit > 0."""
+# File signatures -> what a file that starts with them is (for a binary file given as a CSV).
+SIGNATURES = [(sdb.MAGIC, 'starts with SAMPLEDB: a DeepSpeech sample database; name it .sdb'),
+              (b'RIFF', 'starts with RIFF: a WAV (audio) file; list it in a CSV'),
+              (b'OggS', 'starts with OggS: an Ogg (audio) file; convert it to WAV and list it in a CSV'),
+              (b'\x1f\x8b', 'a gzip-compressed file; decompress it first'),
+              (b'PK\x03\x04', 'a zip archive; unpack it first'),
+              (b'\xff\xfe', 'UTF-16 text; re-encode it, e.g. iconv -f UTF-16 -t UTF-8 in.csv > out.csv'),
+              (b'\xfe\xff', 'UTF-16 text; re-encode it, e.g. iconv -f UTF-16 -t UTF-8 in.csv > out.csv')]
+
+
+def binary_kind(path, sniff=4096):
+    """What a file that is not text looks like ('' for text): its signature, else 'a binary file'."""
+    with open(path, 'rb') as file:
+        head = file.read(sniff)
+    for magic, kind in SIGNATURES:
+        if head.startswith(magic):
+            return kind
+    if len(head) > 262 and head[257:262] == b'ustar':
+        return 'a tar archive: name it .tar if it is a WebDataset shard (<key>.wav + <key>.txt), else unpack it'
+    if b'\0' in head:
+        return 'a binary file (it contains NUL bytes), not text'
+    return ''
+
+
+def read_sdb(path, alphabet, buffering=DEFAULT_READ_BUFFER):
+    """All records of one sample database (only the Opus header of each sample's audio is read);
+    raises DataError listing every transcript the alphabet cannot encode, or the first corrupt entry.
+    With `alphabet` None the transcripts are not read (an unlabeled set)."""
+    records, problems = [], []
+    try:
+        with sdb.Database(path, buffering) as database:
+            if alphabet and not database.labeled:
+                raise DataError(['{}: a sample database without transcripts (written with --unlabeled): training '
+                                 'and testing need them'.format(path)])
+            for number, offset in enumerate(database.offsets):
+                entry = database.entry(offset, audio_bytes=opus.HEADER.size)
+                size = entry.audio_length
+                if database.audio_type == sdb.OPUS:
+                    try:
+                        size = opus.read_header(entry.audio)[0] + WAV_HEADER_BYTES
+                    except opus.OpusError as error:
+                        raise sdb.SdbError(path, offset, 'sample {}: {}'.format(number, error)) from None
+                records.append(_contained_record(path, number, offset, size, entry.transcript, alphabet, problems))
+    except sdb.SdbError as error:
+        raise DataError([str(error)]) from None
+    if problems:
+        raise DataError(problems)
+    return records
+
+
+def read_tar(path, alphabet):
+    """All records of one tar shard (tar_shards.py), transcripts checked as a CSV's."""
+    try:
+        samples = tar_shards.read_samples(path)
+    except tar_shards.ShardError as error:
+        raise DataError([str(error)]) from None
+    problems = []
+    records = [_contained_record(path, number, offset, size, transcript, alphabet, problems)
+               for number, (_, offset, size, transcript) in enumerate(samples)]
+    if problems:
+        raise DataError(problems)
+    return records
+
+
+def read_one(path, alphabet, read_buffer):
+    if sdb.is_sdb(path):
+        return read_sdb(path, alphabet, read_buffer)
+    return read_tar(path, alphabet) if tar_shards.is_tar(path) else read_csv(path, alphabet)
+
+
+def read_records(paths, alphabet, read_buffer=DEFAULT_READ_BUFFER):
+    """Records of CSV files, sample databases (.sdb) and tar shards (paths or patterns), in the order of
+    their files (`alphabet` None: unlabeled)."""
     problems, records = [], []
-    for path in csv_paths:
+    for path in tar_shards.expand_all(paths):
         try:
-            records.extend(read_csv(path, alphabet))
+            records.extend(read_one(path, alphabet, read_buffer))
         except DataError as error:
             problems.extend(error.problems)
     if problems:
         raise DataError(problems)
+    return records
+
+
+def read_sources(paths, alphabet, limit=0, reverse=False, read_buffer=DEFAULT_READ_BUFFER):
+    """Records of several CSVs and sample databases merged, sorted by audio size (as DeepSpeech: similar
+    lengths batch together), shortest first unless `reverse`, cut to the first `limit` when limit > 0."""
+    records = read_records(paths, alphabet, read_buffer)
     records.sort(key=lambda r: r.filesize, reverse=reverse)
     return records[:limit] if limit > 0 else records
 

@@ -3,6 +3,8 @@ in seconds instead of hours into an epoch (or, with --skip_invalid_samples, is l
 
 Only file headers are read (soundfile.info), never the samples, so a pass costs a few milliseconds per
 1,000 files on a local disk; headers are read by a thread pool, which pays on network filesystems.
+A sample of a sample database (.sdb) or tar shard is read whole from its file (a .sdb entry is checked
+too) and its header taken from its bytes: the WAV header, or the Opus framing's header and packet lengths.
 A sample is invalid when its audio file is missing or unreadable, empty (0 bytes, or a header without
 samples), not an audio file libsndfile can decode (corrupt, or e.g. a text file), at another rate than
 --audio_sample_rate while --normalize_sample_rate is off, not mono, or too short for its transcript
@@ -12,6 +14,7 @@ Under Horovod each rank reads the headers of its slice of the (sorted, de-duplic
 the ranks allgather the problems they found, so every rank raises the same error, or skips the same
 samples, before any collective of training starts.
 """
+import io
 import math
 import os
 import time
@@ -22,9 +25,11 @@ from dataclasses import dataclass
 import soundfile
 import tensorflow.compat.v1 as tfv1
 
+from . import opus, sdb, tar_shards
+from .audio import RecordAudio
 from .feeding import frame_count
 from ..util.logging import Progress, log_info, log_warn
-from .samples import DataError
+from .samples import DEFAULT_READ_BUFFER, DataError
 from ..util.text import ctc_min_frames
 
 # Problem kinds, as counted in the --skip_invalid_samples summary.
@@ -77,6 +82,25 @@ def read_header(path):
     return Header(int(info.samplerate), int(info.channels), int(info.frames))
 
 
+def read_sample_header(record_audio, record):
+    """read_header() of a sample inside a .sdb or tar shard, read through `record_audio` (a RecordAudio)."""
+    try:
+        audio_type, audio = record_audio.raw(record)
+        if audio_type == sdb.OPUS:
+            pcm_length, rate, channels, width = opus.check(audio)
+            return Header(rate, channels, pcm_length // (channels * width))
+        info = soundfile.info(io.BytesIO(audio))
+    except OSError as error:
+        return UNREADABLE, 'cannot read {}: {} (check its permissions)'.format(record.audio_path,
+                                                                               error.strerror or error)
+    except (sdb.SdbError, tar_shards.ShardError, opus.OpusError) as error:
+        return NOT_AUDIO, 'corrupt sample: {} (write the file again, e.g. with bin/data_set_tool.py)'.format(error)
+    except Exception as error:  # noqa: BLE001 -- whatever libsndfile raises for bytes that are not a WAV
+        return NOT_AUDIO, ('its audio is not a readable WAV file ({}): write the file again, e.g. with '
+                           'bin/data_set_tool.py'.format(str(error).strip().rstrip('.')))
+    return Header(int(info.samplerate), int(info.channels), int(info.frames))
+
+
 def samples_at_rate(frames, file_rate, sample_rate):
     """How many samples `frames` at `file_rate` become at `sample_rate` (librosa.resample's length)."""
     if file_rate == sample_rate:
@@ -108,17 +132,27 @@ def check_record(record, header, config):
     return None
 
 
-def read_headers(paths, workers, progress_label=None):
-    """{path: read_header(path)}; `workers` > 1 reads with a thread pool, in chunks of CHUNK paths."""
-    progress = Progress(progress_label, len(paths), unit='Files', show_loss=False) \
-        if progress_label and len(paths) >= PROGRESS_MIN_PATHS else None
+def read_headers(records, workers, progress_label=None, read_buffer=DEFAULT_READ_BUFFER):
+    """{record.audio_key: header} of the records' audio; `workers` > 1 reads with a thread pool, in chunks
+    of CHUNK records (each opens the .sdb files and shards it needs once)."""
+    progress = Progress(progress_label, len(records), unit='Files', show_loss=False) \
+        if progress_label and len(records) >= PROGRESS_MIN_PATHS else None
     headers = {}
-    chunks = [paths[i:i + CHUNK] for i in range(0, len(paths), CHUNK)]
+    chunks = [records[i:i + CHUNK] for i in range(0, len(records), CHUNK)]
 
     def read_chunk(chunk):
-        return [(path, read_header(path)) for path in chunk]
+        record_audio = RecordAudio(read_buffer)
 
-    if workers > 1 and len(paths) >= POOL_MIN_PATHS:
+        def header(record):
+            if record.offset is None:
+                return read_header(record.audio_path)
+            return read_sample_header(record_audio, record)
+        try:
+            return [(record.audio_key, header(record)) for record in chunk]
+        finally:
+            record_audio.close()
+
+    if workers > 1 and len(records) >= POOL_MIN_PATHS:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix='validation') as pool:
             results = pool.map(read_chunk, chunks)
             for chunk_headers in results:
@@ -159,18 +193,19 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None):
     logs a summary instead and returns the sets without them (DataError if a set would become empty).
     Returns a list of records per set, in the order of `sets`."""
     started = time.time()
-    uses = defaultdict(list)            # audio path -> [(set index, record index)]
+    uses = defaultdict(list)            # record.audio_key -> [(set index, record index)]
     for s, (_, records) in enumerate(sets):
         for i, record in enumerate(records):
-            uses[record.audio_path].append((s, i))
-    paths = sorted(uses)                # the same order on every rank
-    mine = paths[dist.rank::dist.size]
-    headers = read_headers(mine, default_workers(dist) if workers is None else workers,
-                           progress_label='Checking audio' if dist.is_chief else None)
+            uses[record.audio_key].append((s, i))
+    keys = sorted(uses, key=lambda key: (key[0], -1 if key[1] is None else key[1]))  # the same on every rank
+    mine = keys[dist.rank::dist.size]
+    headers = read_headers([sets[s][1][i] for s, i in (uses[key][0] for key in mine)],
+                           default_workers(dist) if workers is None else workers,
+                           progress_label='Checking audio' if dist.is_chief else None, read_buffer=config.read_buffer)
     found = []
-    for path in mine:
-        for s, i in uses[path]:
-            problem = check_record(sets[s][1][i], headers[path], config)
+    for key in mine:
+        for s, i in uses[key]:
+            problem = check_record(sets[s][1][i], headers[key], config)
             if problem:
                 found.append((s, i) + problem)
     found = sorted(p for rank_found in _gather(dist, found) for p in rank_found)
@@ -180,12 +215,11 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None):
                                      key=lambda p: (p[0].source, p[0].row)):
         if (record.source, record.row) not in messages:
             kinds[kind] += 1
-            messages[record.source, record.row] = '{}: line {}: {}: {}'.format(record.source, record.row,
-                                                                              record.audio_path, what)
+            messages[record.source, record.row] = '{}: {}'.format(record.where, what)
     messages = list(messages.values())
     n_samples = sum(len(records) for _, records in sets)
-    log_info('Checked the audio of {} sample(s) ({} file(s)) in {:.1f} s: {} invalid'
-             .format(n_samples, len(paths), time.time() - started, len(messages)))
+    log_info('Checked the audio of {} sample(s) ({} distinct) in {:.1f} s: {} invalid'
+             .format(n_samples, len(keys), time.time() - started, len(messages)))
     if not found:
         return [records for _, records in sets]
     if not skip_invalid:

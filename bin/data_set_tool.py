@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Build a sample set (a sample database .sdb, or a CSV with its WAV files) from CSV and .sdb sources.
+
+DeepSpeech 0.9's tool of the same name and options: `data_set_tool.py SOURCES... TARGET`. The samples
+keep the order of their sources. They are checked as training checks them (transcripts against the
+alphabet, audio readable, mono, long enough for the transcript) before anything is written, and the
+target appears only when complete.
+
+    $PY bin/data_set_tool.py my/train.csv my/train.sdb                     # Opus inside (DeepSpeech's default)
+    $PY bin/data_set_tool.py --audio_type wav my/train.csv my/train.sdb    # lossless
+    $PY bin/data_set_tool.py my/train.sdb my/unpacked.csv                  # back to CSV + my/unpacked/*.wav
+"""
+import argparse
+import contextlib
+import os
+import sys
+from multiprocessing import Pool
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
+from deepspeech_training.config import N_CONTEXT, N_INPUT, Config  # noqa: E402
+from deepspeech_training.data import convert, sdb  # noqa: E402
+from deepspeech_training.data.audio import RecordAudio  # noqa: E402
+from deepspeech_training.data.samples import DEFAULT_READ_BUFFER, DataError, read_records  # noqa: E402
+from deepspeech_training.data.validation import validate_sets  # noqa: E402
+from deepspeech_training.distributed import Single  # noqa: E402
+from deepspeech_training.flags import parse_size  # noqa: E402
+from deepspeech_training.util.logging import Progress, log_error, log_info  # noqa: E402
+from deepspeech_training.util.text import load_alphabet  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AUDIO_TYPES = {'opus': sdb.OPUS, 'wav': sdb.WAV}
+SAMPLE_RATE = 16000     # as training checks by default: 32 ms windows, 20 ms steps at 16 kHz
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('sources', nargs='+', help='CSV and/or .sdb files')
+    parser.add_argument('target', help='the .sdb or .csv file to write (a .csv gets its WAV files in the folder '
+                                       'of its name)')
+    # DeepSpeech 0.9 spells these with dashes; this project's flags use underscores: both work.
+    parser.add_argument('--audio_type', '--audio-type', default='opus', choices=sorted(AUDIO_TYPES),
+                        help='audio inside a target .sdb (default opus, as DeepSpeech; wav is lossless)')
+    parser.add_argument('--bitrate', type=int, help='Opus bitrate in bit/s (default: libopus chooses)')
+    parser.add_argument('--workers', type=int, default=None, help='conversion processes (default: one per core)')
+    parser.add_argument('--unlabeled', action='store_true',
+                        help='audio only, transcripts ignored (e.g. noise for --augment overlay)')
+    parser.add_argument('--absolute_paths', '--absolute-paths', action='store_true',
+                        help='list absolute WAV paths in a target CSV (default: relative to the CSV)')
+    parser.add_argument('--alphabet_config_path', default=os.path.join(ROOT, 'data', 'alphabet.txt'),
+                        help='the alphabet transcripts are checked against')
+    parser.add_argument('--read_buffer', type=parse_size, default=DEFAULT_READ_BUFFER,
+                        help='buffer for reading and writing .sdb files, e.g. 1MB (default)')
+    args = parser.parse_args(argv)
+    if os.path.splitext(args.target)[1].lower() not in ('.sdb', '.csv'):
+        parser.error('the target must be a .sdb or a .csv file, not {}'.format(args.target))
+    if args.workers is not None and args.workers < 1:
+        parser.error('--workers must be at least 1')
+    return args
+
+
+def check_config(alphabet, read_buffer):
+    """What validation needs of a training Config: DeepSpeech's default feature windows."""
+    return Config(alphabet=alphabet, n_input=N_INPUT, n_context=N_CONTEXT,
+                  audio_window_samples=SAMPLE_RATE * 32 // 1000, audio_step_samples=SAMPLE_RATE * 20 // 1000,
+                  n_hidden=0, n_classes=0, sample_rate=SAMPLE_RATE, read_buffer=read_buffer)
+
+
+_worker = {}
+
+
+def start_worker(read_buffer, target_type, bitrate):
+    _worker.update(audio=RecordAudio(read_buffer), target_type=target_type, bitrate=bitrate)
+
+
+def converted(record):
+    """The record's audio as the target wants it; errors name the source and row."""
+    try:
+        return convert.convert(*_worker['audio'].raw(record), _worker['target_type'], _worker['bitrate'])
+    except (OSError, ValueError, RuntimeError) as error:    # OpusError, SdbError, libsndfile's errors
+        raise convert.ConvertError('{}: cannot convert: {}'.format(record.where, error)) from None
+
+
+def converted_samples(records, workers, start):
+    """The records' audio converted, in their order: by `workers` processes (None: one per core), or in
+    this one when `workers` is 1."""
+    if workers == 1:
+        start_worker(*start)
+        yield from map(converted, records)
+        return
+    with Pool(workers, initializer=start_worker, initargs=start) as pool:     # terminated on leaving
+        yield from pool.imap(converted, records, chunksize=8)
+
+
+def write(args, records):
+    target_is_sdb = sdb.is_sdb(args.target)
+    target_type = AUDIO_TYPES[args.audio_type] if target_is_sdb else sdb.WAV
+    labeled = not args.unlabeled
+    target = (convert.sdb_target(args.target, target_type, labeled, args.read_buffer) if target_is_sdb
+              else convert.csv_target(args.target, labeled, args.absolute_paths))
+    progress = Progress('Writing {}'.format(args.target), len(records), unit='Samples', show_loss=False)
+    start = (args.read_buffer, target_type, args.bitrate)
+    with target as add, contextlib.closing(converted_samples(records, args.workers, start)) as samples:
+        for done, (record, data) in enumerate(zip(records, samples), 1):
+            add(data, record.transcript)
+            progress.update(done)
+    progress.finish()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    alphabet = None if args.unlabeled else load_alphabet(args.alphabet_config_path)
+    try:
+        records = read_records(args.sources, alphabet, args.read_buffer)
+        validate_sets([('sources', records)], check_config(alphabet, args.read_buffer), Single())
+        write(args, records)
+    except (DataError, FileExistsError, convert.ConvertError) as error:
+        log_error(str(error))
+        return 1
+    log_info('Wrote {} sample(s) to {}'.format(len(records), args.target))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""WebDataset-style tar shards as a source: samples `<key>.wav` + `<key>.txt` (the transcript, UTF-8)
+side by side in uncompressed tar files (the audio may also be .flac, .ogg or .opus, as in Coqui STT's
+shards: libsndfile decodes them), given as paths or as a pattern of shards (`train-{000..009}.tar`,
+`shards/*.tar`). Like a sample database, a shard is one file read sequentially; a sample's audio is a
+byte range of it, read without unpacking anything.
+
+The key of a member is its path up to the first dot of its file name (WebDataset's rule); members
+with other extensions are ignored.
+"""
+import glob
+import os
+import re
+import tarfile
+
+EXTENSION = '.tar'
+AUDIO_EXTENSIONS = ('wav', 'flac', 'ogg', 'opus')
+BRACES = re.compile(r'\{(\d+)\.\.(\d+)\}')
+
+
+class ShardError(ValueError):
+    """A tar shard that cannot be used; names the file and, where known, the byte offset."""
+
+
+def is_tar(path):
+    return path.lower().endswith(EXTENSION)
+
+
+def is_pattern(path):
+    return bool(BRACES.search(path)) or glob.has_magic(path)
+
+
+def expand(pattern):
+    """The shard paths of `pattern`: `{000..009}` ranges (zero-padded as written) expanded in order, then
+    glob wildcards (sorted). A plain path is itself."""
+    match = BRACES.search(pattern)
+    if match:
+        first, last = match.group(1), match.group(2)
+        width = len(first) if first.startswith('0') else 0
+        return [path for number in range(int(first), int(last) + 1)
+                for path in expand(pattern[:match.start()] + str(number).zfill(width) + pattern[match.end():])]
+    return sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+
+
+def expand_all(paths):
+    """`paths` with every pattern replaced by its shards; one that matches nothing stays as it is, to be
+    reported missing."""
+    return [shard for path in paths for shard in (expand(path) or [path])]
+
+
+def split_key(name):
+    """'dir/s001.wav' -> ('dir/s001', 'wav')."""
+    folder, base = os.path.split(name)
+    stem, _, extension = base.partition('.')
+    return os.path.join(folder, stem), extension.lower()
+
+
+def read_samples(path):
+    """[(key, audio offset, audio size, transcript)] of a shard, in the order of its audio members."""
+    size = os.path.getsize(path)
+    audio, texts = {}, {}
+    try:
+        with tarfile.open(path, 'r:') as tar:
+            for member in tar:
+                key, extension = split_key(member.name)
+                if not member.isfile() or extension not in AUDIO_EXTENSIONS + ('txt',):
+                    continue
+                if member.offset_data + member.size > size:
+                    raise ShardError('{}: at byte {}: {} needs {} byte(s), the file ends at byte {} (truncated: '
+                                     'copy or write it again)'.format(path, member.offset_data, member.name,
+                                                                      member.size, size))
+                if extension != 'txt':
+                    if key in audio:
+                        raise ShardError('{}: {}: two audio files for one key; a sample has one'.format(path, key))
+                    audio[key] = (member.offset_data, member.size)
+                else:
+                    texts[key] = _transcript(tar, member, path)
+    except tarfile.TarError as error:
+        raise ShardError('{}: not a readable tar file ({}); shards are uncompressed tar files'
+                         .format(path, error)) from None
+    unpaired = sorted(set(audio) ^ set(texts))
+    if unpaired:
+        key = unpaired[0]
+        what = 'audio without a .txt' if key in audio else 'a .txt without audio'
+        raise ShardError('{}: {}: {} ({} unpaired key(s)); each sample is <key>.wav (or .flac, .ogg, .opus) and '
+                         '<key>.txt'.format(path, key, what, len(unpaired)))
+    return [(key, offset, length, texts[key]) for key, (offset, length) in audio.items()]
+
+
+def _transcript(tar, member, path):
+    try:
+        return tar.extractfile(member).read().decode('utf-8').strip()
+    except UnicodeDecodeError as error:
+        raise ShardError('{}: at byte {}: {} is not UTF-8 ({})'.format(path, member.offset_data, member.name,
+                                                                       error)) from None
+
+
+class Shard:
+    """A shard opened for reading sample audio by byte range (`buffering`: --read_buffer)."""
+
+    def __init__(self, path, buffering):
+        self.path, self.file = path, open(path, 'rb', buffering=buffering)
+
+    def read(self, offset, size):
+        self.file.seek(offset)
+        data = self.file.read(size)
+        if len(data) < size:
+            raise ShardError('{}: at byte {}: {} byte(s) of audio expected, the file ends after {}'
+                             .format(self.path, offset, size, len(data)))
+        return data
+
+    def close(self):
+        self.file.close()
