@@ -7,14 +7,31 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
 import tensorflow as tf
 
-from conftest import PYTHON_BIN, SMOKE_CSV, deepspeech_command, tiny_model_flags
+from conftest import PYTHON_BIN, ROOT, SMOKE_CSV, deepspeech_command, run_command, tiny_model_flags
 
 pytestmark = pytest.mark.slow
+BOTH_HOSTS = 'localhost:1\n{}:1\n'.format(socket.gethostname())
+CRASH_AT = os.path.join(ROOT, 'tests', 'helpers', 'crash_at.py')
+
+
+def elastic_command(tmp_path, *args, wrapper=()):
+    """horovodrun of an elastic job of up to 2 ranks on the hosts listed in tmp_path/hosts (both hosts
+    now; the caller may edit it), `wrapper` (e.g. crash_at.py MOMENT N) before DeepSpeech.py."""
+    hosts = tmp_path / 'hosts'
+    hosts.write_text(BOTH_HOSTS)
+    discover = tmp_path / 'discover.sh'
+    discover.write_text('#!/bin/sh\ncat {}\n'.format(hosts))
+    discover.chmod(0o755)
+    python, script = deepspeech_command()[:2]
+    return [os.path.join(PYTHON_BIN, 'horovodrun'), '--gloo', '-np', '2', '--min-np', '1', '--max-np', '2',
+            '--host-discovery-script', str(discover), python] + list(wrapper) + [script] + deepspeech_command(
+        '--horovod', '--horovod_elastic', *args)[2:]
 
 
 def wait_for(process_log, pattern, timeout):
@@ -30,16 +47,9 @@ def wait_for(process_log, pattern, timeout):
 
 def test_training_survives_a_slot_removed_and_added_again(tmp_path):
     hosts = tmp_path / 'hosts'
-    both = 'localhost:1\n{}:1\n'.format(socket.gethostname())
-    hosts.write_text(both)
-    discover = tmp_path / 'discover.sh'
-    discover.write_text('#!/bin/sh\ncat {}\n'.format(hosts))
-    discover.chmod(0o755)
     log_path = tmp_path / 'log'
-    command = [os.path.join(PYTHON_BIN, 'horovodrun'), '--gloo', '-np', '2', '--min-np', '1', '--max-np', '2',
-               '--host-discovery-script', str(discover)] + deepspeech_command(
-        '--horovod', '--horovod_elastic', *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV,
-        '--train_batch_size', 1, '--epochs', 100000)    # stopped by the test once the slot is back
+    command = elastic_command(tmp_path, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV,
+                              '--train_batch_size', 1, '--epochs', 100000)    # stopped by the test once the slot is back
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
     with open(log_path, 'w') as log:
         process = subprocess.Popen([str(c) for c in command], stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -49,7 +59,7 @@ def test_training_survives_a_slot_removed_and_added_again(tmp_path):
         wait_for(log_path, r'Finished training epoch 2 ', 60)
         hosts.write_text('localhost:1\n')
         wait_for(log_path, r'x 1 rank\(s\)', 60)
-        hosts.write_text(both)
+        hosts.write_text(BOTH_HOSTS)
         wait_for(log_path, r'x 1 rank\(s\)(.|\n)*x 2 rank\(s\)(.|\n)*Finished training epoch', 90)
         # However long each phase lasts: the job is stopped as a user stops it, and saves.
         process.send_signal(signal.SIGTERM)
@@ -64,3 +74,17 @@ def test_training_survives_a_slot_removed_and_added_again(tmp_path):
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / 'checkpoints')))
     assert reader.get_tensor('learning_rate') == pytest.approx(0.001)     # stored unscaled
     assert reader.get_tensor('global_step') > steps[2]
+
+
+@pytest.mark.parametrize('moment', ['before-pair-sum 2', 'before-commit 1'])
+def test_a_worker_killed_in_a_collective_of_ours_resets_the_job_and_training_goes_on(tmp_path, moment):
+    """Rank 1 SIGKILLed before the dev-loss sum of epoch 0 (its second sum of two values), or before its
+    first commit, while rank 0 writes epoch 0's train checkpoint: rank 0 fails in that collective, goes
+    back to the last commit and trains the remaining epochs alone (the failed host is blacklisted)."""
+    command = elastic_command(tmp_path, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV,
+                              '--dev_files', SMOKE_CSV, '--train_batch_size', 1, '--epochs', 3,
+                              wrapper=[CRASH_AT] + moment.split())
+    run = run_command(command, env={'CRASH_AT_RANK': '1'}, timeout=400, check=False)
+    rank_0 = '\n'.join(line for line in run.output.splitlines() if line.startswith('[0]<stdout>'))
+    assert run.returncode == 0 and 'x 1 rank(s)' in rank_0, run.output[-3000:] + rank_0
+    assert 'Finished training epoch 2 ' in rank_0, rank_0

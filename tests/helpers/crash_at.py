@@ -3,6 +3,8 @@ fault test kills at the moment it names instead of at a wall-clock-random one:
 
     python crash_at.py MOMENT N DeepSpeech.py [flags...]
 
+Under horovodrun, CRASH_AT_RANK=R arms it in the process started as rank R only (the others run plainly).
+
 The moments are taken at TensorFlow's and Python's own functions (not the trainer's), so they stay put
 when the trainer's code moves. The kill is SIGKILL to this very process: nothing runs after it.
 """
@@ -12,6 +14,7 @@ import signal
 import sys
 
 import tensorflow.compat.v1 as tfv1
+from horovod.common import elastic
 from tensorflow.python.checkpoint import checkpoint_management
 
 
@@ -46,6 +49,10 @@ def _step_summary(writer, summary, *args, **kwargs):
     return any(value.tag == 'step_loss' for value in summary.value)
 
 
+def _fetches_sum_of_two(session, fetches, *args, **kwargs):
+    return 'seam_sum_2' in getattr(fetches, 'name', '')
+
+
 MOMENTS = {
     # after the Nth training step's summary: mid-epoch, between saves
     'after-step': lambda n: _kill_on(tfv1.summary.FileWriter, 'add_summary', _step_summary, n, after=True),
@@ -60,10 +67,15 @@ MOMENTS = {
     # the whole best_dev save done, nothing after it
     'after-best-state': lambda n: _kill_on(checkpoint_management, 'update_checkpoint_state_internal',
                                            _state_file('best_dev_checkpoint'), n, after=True),
+    # the seam's sum of two values (an epoch's train loss, then each dev set's loss), not yet entered
+    'before-pair-sum': lambda n: _kill_on(tfv1.Session, 'run', _fetches_sum_of_two, n),
+    # an elastic commit not yet entered (rank 0 commits after its train checkpoint, the others at once)
+    'before-commit': lambda n: _kill_on(elastic.State, 'commit', lambda *args, **kwargs: True, n),
 }
 
 if __name__ == '__main__':
     moment, nth, script = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    MOMENTS[moment](nth)
+    if os.environ.get('CRASH_AT_RANK') in (None, os.environ.get('HOROVOD_RANK')):
+        MOMENTS[moment](nth)
     sys.argv = sys.argv[3:]
     runpy.run_path(script, run_name='__main__')

@@ -230,15 +230,24 @@ class Elastic(Horovod):
         return state
 
     def run(self, state, train_fn):
+        from horovod.common.exceptions import HorovodInternalError
+
         def surfacing(state):
             try:
                 return train_fn(state)
             except tf.errors.UnknownError as error:
-                if 'Horovod' in error.message:
-                    raise       # elastic.run turns a failed collective into a reset
-                # elastic.run would return None for it: the job would end "successfully" half-way
+                # elastic.run resets only on errors naming HorovodAllreduce/Allgather/Broadcast and returns
+                # None for any other UnknownError: a failed collective of ours (seam_sum_N, seam_object_*,
+                # seam_gather) would end the job "successfully" half-way. Raise what it resets on instead.
+                if _failed_collective(error):
+                    raise HorovodInternalError(error) from error
                 raise RuntimeError(error.message) from error
         return self.hvd.elastic.run(surfacing)(state)
+
+
+def _failed_collective(error):
+    """Whether a TensorFlow error comes from a Horovod op (a peer died or Horovod shut down)."""
+    return (error.op is not None and error.op.type.startswith('Horovod')) or 'Horovod' in error.message
 
 
 def _elastic_state_class(State):
