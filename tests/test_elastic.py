@@ -88,3 +88,21 @@ def test_a_worker_killed_in_a_collective_of_ours_resets_the_job_and_training_goe
     rank_0 = '\n'.join(line for line in run.output.splitlines() if line.startswith('[0]<stdout>'))
     assert run.returncode == 0 and 'x 1 rank(s)' in rank_0, run.output[-3000:] + rank_0
     assert 'Finished training epoch 2 ' in rank_0, rank_0
+
+
+def repeated_smoke_csv(tmp_path, times):
+    """The 3 smoke-test utterances `times` times over, as one CSV."""
+    rows = open(SMOKE_CSV).read().splitlines()
+    csv_path = tmp_path / 'repeated.csv'
+    csv_path.write_text('\n'.join([rows[0]] + [os.path.join(os.path.dirname(SMOKE_CSV), row)
+                                                for row in rows[1:]] * times) + '\n')
+    return csv_path
+
+
+def test_timed_saves_every_second_do_not_hang_an_elastic_job(tmp_path):
+    """--checkpoint_secs 1 over 25 steps an epoch: timed saves (each one an elastic commit, a broadcast)
+    come mid-epoch, on rank 0 a save later than on rank 1 unless the ranks agree when to save."""
+    command = elastic_command(tmp_path, *tiny_model_flags(tmp_path), '--checkpoint_secs', 1, '--epochs', 2,
+                              '--train_files', repeated_smoke_csv(tmp_path, 17), '--train_batch_size', 1)
+    run = run_command(command, timeout=300)
+    assert 'Finished training epoch 1 ' in run.output
