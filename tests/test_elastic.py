@@ -49,7 +49,7 @@ def test_training_survives_a_slot_removed_and_added_again(tmp_path):
     hosts = tmp_path / 'hosts'
     log_path = tmp_path / 'log'
     command = elastic_command(tmp_path, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV,
-                              '--train_batch_size', 1, '--epochs', 100000)    # stopped by the test once the slot is back
+                              '--train_batch_size', 1, '--epochs', 100000)    # the test stops it once the slot is back
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
     with open(log_path, 'w') as log:
         process = subprocess.Popen([str(c) for c in command], stdout=log, stderr=subprocess.STDOUT, env=env,
