@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .checkpoints import Checkpointer, check_space, checkpoint_bytes
+from .checkpoints import EPOCH_POSITION, Checkpointer, check_space, checkpoint_bytes
 from .data.augmentations import Augmenter, parse_augmentations
 from .data.batching import eval_batches, train_batches
 from .data.feature_cache import open_feature_cache
@@ -148,6 +148,12 @@ class Trainer:
         self.learning_rate = tfv1.get_variable('learning_rate', initializer=training.learning_rate, trainable=False)
         self.new_rate = tfv1.placeholder(tf.float32, [])
         self.set_learning_rate = self.learning_rate.assign(self.new_rate)
+        # Where training stands in its epochs, saved with every checkpoint: global_step // batches is
+        # another epoch when the number of ranks changes. [-1, 0, 0]: not known (a DeepSpeech checkpoint).
+        self.epoch_position = tfv1.get_variable(EPOCH_POSITION, initializer=tf.constant([-1, 0, 0], tf.int64),
+                                                trainable=False)
+        self.new_position = tfv1.placeholder(tf.int64, [3])
+        self.set_epoch_position = self.epoch_position.assign(self.new_position)
         self.rate = effective_learning_rate(self.learning_rate, self.global_step, dist.size_tensor(),
                                             self.training.n_batches(), training)
         optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(self.rate, beta1=training.beta1, beta2=training.beta2,
@@ -183,7 +189,7 @@ class Trainer:
             try:
                 self.dist.run(state, self.train_epochs)
             except Interrupted:
-                path = self.checkpointer.save_train(self.session, self.global_step)
+                path = self._save_train(state, commit=False)
                 log_info('Interrupted at global step {}, saved {}'.format(self.session.run(self.global_step), path))
                 self.dist.sum(self.session, [0.0])  # no rank exits (and makes horovodrun kill rank 0) before the save
                 raise
@@ -218,7 +224,7 @@ class Trainer:
         """What a (re)start sets up: the reset hook. Returns the progress to go on from."""
         progress = state.progress
         if progress.epoch is None:
-            progress.epoch = self.session.run(self.global_step) // self.training.n_batches()
+            self._resume_position(progress)
             progress.end_epoch = progress.epoch + self.training_settings.epochs
             if self.training.input_set.augmenter:
                 self.training.input_set.augmenter.first_epoch = progress.epoch  # A:B ranges run over this run
@@ -231,6 +237,16 @@ class Trainer:
                          ' after a warm-up' if self.training_settings.warmup_steps or
                          self.training_settings.warmup_epochs else ''))
         return progress
+
+    def _resume_position(self, progress):
+        """The epoch and the part of it done, from the checkpoint (synced from rank 0); from global_step
+        for a checkpoint without them. An epoch whose training was done resumes at the next one."""
+        epoch, done, planned = (int(value) for value in self.session.run(self.epoch_position))
+        if epoch < 0:
+            epoch, done, planned = self.session.run(self.global_step) // self.training.n_batches(), 0, 0
+        elif planned and done == planned:
+            epoch, done, planned = epoch + 1, 0, 0
+        progress.epoch, progress.batches_done, progress.batches_planned = epoch, done, planned
 
     def _plan_epoch(self, progress):
         """Plan the current epoch for the ranks there are now; returns its first batch (after an elastic
@@ -270,10 +286,20 @@ class Trainer:
         if self.feature_cache:
             self.feature_cache.save()
 
-    def _save_train(self, state):
-        self.checkpointer.save_train(self.session, self.global_step)
+    def _save_train(self, state, commit=True):
+        """Save the train checkpoint with the epoch position; commit unless `commit` is False (the
+        ranks are stopping). Returns the checkpoint's path (None on other ranks than the chief)."""
+        self._store_position(state.progress)
+        path = self.checkpointer.save_train(self.session, self.global_step)
         self.last_save = time.time()
-        state.commit()      # a rank failing from here on takes the others back to this step
+        if commit:
+            state.commit()      # a rank failing from here on takes the others back to this step
+        return path
+
+    def _store_position(self, progress):
+        """Put `progress`'s epoch position into the variable the next checkpoint saves."""
+        self.session.run(self.set_epoch_position, {self.new_position: [progress.epoch, progress.batches_done,
+                                                                      progress.batches_planned]})
 
     def _validate(self, progress):
         """Validate, save best_dev, reduce the learning rate on a plateau; True when training should stop
@@ -288,6 +314,7 @@ class Trainer:
         self.summaries.scalars('dev', self.session.run(self.global_step), loss=dev_loss)
         decision = progress.tracker.update(dev_loss)
         if decision.save_best:
+            self._store_position(progress)
             path = self.checkpointer.save_best(self.session, self.global_step, dev_loss)
             log_info('Saved new best validating model with loss {:.6f} to: {}'.format(dev_loss, path))
         if decision.stop:
