@@ -226,8 +226,8 @@ class Trainer:
         if progress.epoch is None:
             self._resume_position(progress)
             progress.end_epoch = progress.epoch + self.training_settings.epochs
-            if self.training.input_set.augmenter:
-                self.training.input_set.augmenter.first_epoch = progress.epoch  # A:B ranges run over this run
+        if self.training.input_set.augmenter:   # A:B ranges run over this run's epochs, on joiners too
+            self.training.input_set.augmenter.first_epoch = progress.end_epoch - self.training_settings.epochs
         for iterator in [self.training] + self.validations:
             iterator.restart(progress.end_epoch)
         base_rate = self.session.run(self.learning_rate)
