@@ -32,7 +32,7 @@ def train_set(records, dist, config, training):
     augmenter = None
     if training.augment:
         augmenter = Augmenter(parse_augmentations(training.augment), training.random_seed, training.epochs)
-    feature_cache = open_feature_cache(training.feature_cache, records, config, training, dist.rank, dist.size)
+    feature_cache = open_feature_cache(training.feature_cache, records, config, training, dist.process_name())
     return InputSet('Training', records, plan, training.train_batch_size, augmenter, feature_cache)
 
 
