@@ -257,9 +257,13 @@ def test_cpu_ranks_get_a_5_ms_cycle_and_a_4_mb_fusion_buffer_unless_given(tmp_pa
 
 
 def test_fp16_compression_accumulation_and_warmup(tmp_path):
+    timeline = tmp_path / 'timeline.json'
     run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 4,
                       '--horovod_fp16_compression', '--horovod_backward_passes_per_step', 2,
-                      '--warmup_steps', 2, timeout=180)
+                      '--warmup_steps', 2, timeout=180, env={'HOROVOD_TIMELINE': str(timeline)})
+    # the gradients go over the wire as float16: layer_1's weights' gradient, for one
+    dtypes = re.findall(r'"dtype": "(\w+)", "shape": "\[494, 32\]"', timeline.read_text())
+    assert dtypes and set(dtypes) == {'float16'}, dtypes
     rates = [float(r) for r in re.findall(r'effective learning rate: ([0-9.e-]+)', run.output)]
     # one batch per epoch, two per update: updates after epochs 0..3 = 0, 1, 1, 2 -> ramp 0.001 -> 0.002
     assert rates == pytest.approx([0.001, 0.0015, 0.0015, 0.002])
@@ -272,3 +276,14 @@ def test_horovod_only_flags_need_horovod(tmp_path):
     run = run_command(deepspeech_command('--train_files', SMOKE_CSV, '--horovod_backward_passes_per_step', 2),
                       check=False)
     assert run.returncode != 0 and 'need --horovod' in run.output
+
+
+def test_a_gradient_that_is_not_finite_stops_the_step_with_a_clear_error():
+    """The fp16 guard: an inf from a float16 sum must not reach the weights."""
+    import tensorflow.compat.v1 as tfv1
+    from deepspeech_training.trainer import finite_gradients
+    with tf.Graph().as_default():
+        variable = tfv1.get_variable('weights', initializer=1.0)
+        (gradient, _), = finite_gradients([(tf.constant(float('inf')), variable)])
+        with tfv1.Session() as session, pytest.raises(tf.errors.InvalidArgumentError, match='float16 overflows'):
+            session.run(gradient)

@@ -57,6 +57,19 @@ def effective_learning_rate(learning_rate, global_step, size, steps_per_epoch, t
     return learning_rate * (1.0 + (size - 1.0) * progress)
 
 
+FP16_OVERFLOW = ('a gradient is not finite after the float16 allreduce of --horovod_fp16_compression (float16 '
+                 'overflows beyond 65504, summed over the ranks): the step is not applied; train without '
+                 '--horovod_fp16_compression, or with a lower --learning_rate')
+
+
+def finite_gradients(grads_and_vars):
+    """`grads_and_vars` whose gradients stop the step with FP16_OVERFLOW when not finite: an inf or NaN
+    from a float16 sum would otherwise turn the weights into NaN without a word. The averaged gradients
+    are equal on every rank, so every rank stops at the same step."""
+    return [(tf.debugging.check_numerics(gradient, FP16_OVERFLOW) if gradient is not None else None, variable)
+            for gradient, variable in grads_and_vars]
+
+
 @dataclass
 class TrainingProgress:
     """Where training stands besides the variables; synced from rank 0 with them, kept over an
@@ -159,7 +172,11 @@ class Trainer:
         optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(self.rate, beta1=training.beta1, beta2=training.beta2,
                                                                  epsilon=training.epsilon),
                                         training.horovod_fp16_compression, training.horovod_backward_passes_per_step)
-        self.train_op = optimizer.minimize(self.forward.mean_loss, global_step=self.global_step)
+        # The wrapper's compute_gradients: averaged over the ranks (tf.gradients' would not be).
+        self.gradients = optimizer.compute_gradients(self.forward.mean_loss)
+        if training.horovod_fp16_compression:
+            self.gradients = finite_gradients(self.gradients)
+        self.train_op = optimizer.apply_gradients(self.gradients, global_step=self.global_step)
         self.broadcast = dist.broadcast_op()
         checkpoints = settings.checkpoints
         self.checkpointer = Checkpointer(checkpoints.load_dir, checkpoints.save_dir, checkpoints.max_to_keep, dist)
