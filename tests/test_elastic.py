@@ -3,6 +3,7 @@
 The discovery script reads a hosts file the test edits; two host names (localhost and this
 machine's name) because an elastic job with one host blacklists it on its first failure."""
 import collections
+import contextlib
 import os
 import re
 import signal
@@ -48,6 +49,25 @@ def wait_for(process_log, pattern, timeout):
     raise AssertionError('no {!r} within {} s:\n{}'.format(pattern, timeout, text[-5000:]))
 
 
+@contextlib.contextmanager
+def elastic_job(command, log_path):
+    """Run `command` (an elastic job) with its output in log_path while the body runs, then stop it as a
+    user does (SIGTERM to horovodrun), however long each phase lasted, and check that it saved."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
+    with open(str(log_path), 'w') as log:
+        process = subprocess.Popen([str(c) for c in command], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True)
+    try:
+        yield
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        text = log_path.read_text()
+        assert 'Interrupted at global step' in text, text[-5000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+
+
 def cache_holders(cache_dir):
     """{feature cache file: [(HOROVOD_HOSTNAME, HOROVOD_RANK) each process holding it open was started with]}."""
     holders = collections.defaultdict(list)
@@ -65,20 +85,20 @@ def cache_holders(cache_dir):
     return holders
 
 
-def test_training_and_its_feature_caches_survive_rank_0s_host_removed_and_added_again(tmp_path):
-    """Rank 0's host leaves (the old rank 1 becomes rank 0) and comes back (a joiner, rank 1): training
-    goes on, and the two processes then alive hold two feature cache files, not one."""
+def test_a_resumed_run_its_augmentation_and_feature_caches_survive_rank_0s_host_leaving_and_coming_back(
+        tmp_path):
+    """A run resumed at epoch 2 (where its A:B augmentation ranges start): rank 0's host leaves (the old
+    rank 1 becomes rank 0) and comes back (a joiner, rank 1). Training goes on, the joiner agrees on the
+    ranges' first epoch (the ranks check it before every epoch), and the two processes then alive hold
+    two feature cache files, not one."""
     hosts, log_path, cache_dir = tmp_path / 'hosts', tmp_path / 'log', tmp_path / 'cache'
-    command = elastic_launcher(tmp_path) + elastic_deepspeech(
-        *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--train_batch_size', 1,
-        '--feature_cache', cache_dir / 'features', '--epochs', 100000)   # stopped by the test once the slot is back
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
-    with open(log_path, 'w') as log:
-        process = subprocess.Popen([str(c) for c in command], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
-    try:
+    flags = [*tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--train_batch_size', 1,
+             '--augment', 'add[p=1,stddev=0:0.5]', '--feature_cache', cache_dir / 'features']
+    run_command(deepspeech_command(*flags, '--epochs', 2))
+    command = elastic_launcher(tmp_path) + elastic_deepspeech(*flags, '--epochs', 100000)   # the test stops it
+    with elastic_job(command, log_path):
         wait_for(log_path, r'x 2 rank\(s\)', 90)
-        wait_for(log_path, r'Finished training epoch 2 ', 60)
+        wait_for(log_path, r'Finished training epoch 4 ', 60)
         rank_0_host = next(host for holders in cache_holders(cache_dir).values() for host, rank in holders
                            if rank == '0')
         hosts.write_text(''.join(line + '\n' for line in BOTH_HOSTS.split() if not line.startswith(rank_0_host)))
@@ -87,16 +107,9 @@ def test_training_and_its_feature_caches_survive_rank_0s_host_removed_and_added_
         wait_for(log_path, r'x 1 rank\(s\)(.|\n)*x 2 rank\(s\)(.|\n)*Finished training epoch', 90)
         holders = cache_holders(cache_dir)
         assert sorted(len(h) for h in holders.values()) == [1, 1], holders
-        # However long each phase lasts: the job is stopped as a user stops it, and saves.
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
-        text = log_path.read_text()
-        assert 'Interrupted at global step' in text, text[-5000:]
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, 9)
     steps = [int(s) for s in re.findall(r'Training from global step (\d+)', log_path.read_text())]
-    assert steps[0] == 0 and steps[1] < steps[2], steps     # no step lost or redone over the resets
+    assert steps[0] == 6 and steps[1] < steps[2], steps     # no step lost or redone over the resets
+    assert 'ranks disagree' not in log_path.read_text()
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / 'checkpoints')))
     assert reader.get_tensor('learning_rate') == pytest.approx(0.001)     # stored unscaled
     assert reader.get_tensor('global_step') > steps[2]
@@ -133,3 +146,4 @@ def test_timed_saves_every_second_do_not_hang_an_elastic_job(tmp_path):
         '--train_files', repeated_smoke_csv(tmp_path, 17), '--train_batch_size', 1)
     run = run_command(command, timeout=300)
     assert 'Finished training epoch 1 ' in run.output
+

@@ -271,9 +271,11 @@ class Trainer:
         n_batches = self.training.n_batches(progress.epoch)
         first_batch = progress.batches_done * n_batches // progress.batches_planned if progress.batches_planned else 0
         progress.batches_done, progress.batches_planned = first_batch, n_batches
-        # Guard: ranks that disagree here would hang in the next allreduce; fail instead.
-        self.dist.check_same(self.session, 'epoch, batches, first batch, global step, learning rate',
-                             [progress.epoch, n_batches, first_batch]
+        # Guard: ranks that disagree here would hang in the next allreduce (or, for the run's first epoch,
+        # augment on other A:B ranges than the others); fail instead.
+        augmenter = self.training.input_set.augmenter
+        self.dist.check_same(self.session, 'epoch, batches, first batch, first epoch, global step, learning rate',
+                             [progress.epoch, n_batches, first_batch, augmenter.first_epoch if augmenter else 0]
                              + self.session.run([self.global_step, self.learning_rate]))
         return first_batch
 
