@@ -111,7 +111,7 @@ def measure(config, records, pairs):
         return train_batches(len(records), flags.train_batch_size, 1, 0, epoch, flags.random_seed, False)
 
     cache = CachedBatches()
-    feature_cache = open_feature_cache(flags.feature_cache, records, model_config, settings.training, 0, 1)
+    feature_cache = open_feature_cache(flags.feature_cache, records, model_config, settings.training, '')
     real = InputSet('real', records, plan, flags.train_batch_size, feature_cache=feature_cache,
                     make_dataset=cache.real)
     cached = InputSet('cached', records, plan, flags.train_batch_size, make_dataset=cache.cached)

@@ -86,6 +86,39 @@ def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, tmp_path):
         assert sorted(opened_wavs(traced_calls(trace_dir, rank))) == sorted(expected)
 
 
+def planned_reads(csv_path, size, rank, epochs, seed):
+    """The train audio rank `rank` of `size` reads over `epochs` with --shuffle_batches, in order."""
+    from deepspeech_training.data.samples import read_sources
+    from deepspeech_training.util.text import load_alphabet
+    records = read_sources([str(csv_path)], load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt')))
+    return [os.path.basename(records[i].audio_path) for epoch in epochs
+            for b in train_batches(len(records), 1, size, rank, epoch, seed, True) for i in b]
+
+
+def test_resuming_on_another_number_of_ranks_goes_on_with_the_next_epochs(corpus, tmp_path):
+    """2 epochs on 1 rank, 2 on 2 ranks, 2 on 1 rank: epochs 0..5 as in a straight run (global_step //
+    batches per epoch would repeat or skip epochs), each rank reading its samples in those epochs'
+    shuffled order (after its share of the audio check at start)."""
+    train = corpus / 'train.csv'
+    flags = tiny_model_flags(tmp_path) + ['--train_files', train, '--shuffle_batches', '--random_seed', 7,
+                                          '--epochs', 2]
+    finished = []
+    for segment, size in enumerate([1, 2, 1]):
+        trace_dir = tmp_path / 'traces{}'.format(segment)
+        trace_dir.mkdir()
+        env = {'TRACE_DIR': str(trace_dir)}
+        if size == 1:
+            run = run_command([TRACE] + deepspeech_command(*flags), env=env)
+        else:
+            run = run_horovod(size, *flags, wrapper=[TRACE], env=env)
+        finished += [int(epoch) for epoch in re.findall(r'Finished training epoch (\d+)', run.output)]
+        for rank in range(size):
+            reads = opened_wavs(traced_calls(trace_dir, rank))
+            planned = planned_reads(train, size, rank, [2 * segment, 2 * segment + 1], 7)
+            assert reads[-len(planned):] == planned and len(reads) - len(planned) <= len(csv_rows(train)), reads
+    assert finished == list(range(6))
+
+
 def saved_variables(checkpoint_dir):
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(checkpoint_dir)))
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
@@ -224,9 +257,13 @@ def test_cpu_ranks_get_a_5_ms_cycle_and_a_4_mb_fusion_buffer_unless_given(tmp_pa
 
 
 def test_fp16_compression_accumulation_and_warmup(tmp_path):
+    timeline = tmp_path / 'timeline.json'
     run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 4,
                       '--horovod_fp16_compression', '--horovod_backward_passes_per_step', 2,
-                      '--warmup_steps', 2, timeout=180)
+                      '--warmup_steps', 2, timeout=180, env={'HOROVOD_TIMELINE': str(timeline)})
+    # the gradients go over the wire as float16: layer_1's weights' gradient, for one
+    dtypes = re.findall(r'"dtype": "(\w+)", "shape": "\[494, 32\]"', timeline.read_text())
+    assert dtypes and set(dtypes) == {'float16'}, dtypes
     rates = [float(r) for r in re.findall(r'effective learning rate: ([0-9.e-]+)', run.output)]
     # one batch per epoch, two per update: updates after epochs 0..3 = 0, 1, 1, 2 -> ramp 0.001 -> 0.002
     assert rates == pytest.approx([0.001, 0.0015, 0.0015, 0.002])
@@ -239,3 +276,14 @@ def test_horovod_only_flags_need_horovod(tmp_path):
     run = run_command(deepspeech_command('--train_files', SMOKE_CSV, '--horovod_backward_passes_per_step', 2),
                       check=False)
     assert run.returncode != 0 and 'need --horovod' in run.output
+
+
+def test_a_gradient_that_is_not_finite_stops_the_step_with_a_clear_error():
+    """The fp16 guard: an inf from a float16 sum must not reach the weights."""
+    import tensorflow.compat.v1 as tfv1
+    from deepspeech_training.trainer import finite_gradients
+    with tf.Graph().as_default():
+        variable = tfv1.get_variable('weights', initializer=1.0)
+        (gradient, _), = finite_gradients([(tf.constant(float('inf')), variable)])
+        with tfv1.Session() as session, pytest.raises(tf.errors.InvalidArgumentError, match='float16 overflows'):
+            session.run(gradient)

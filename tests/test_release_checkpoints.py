@@ -26,9 +26,10 @@ OPAQUE_MOMENTS = ['cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/Ada
 
 def write_release_layout(values, directory, leave_out=()):
     """`values` (a checkpoint's variables) saved as a release checkpoint: without the LSTM's Adam moments
-    (and `leave_out`), with cuDNN's flat opaque moments, and a best_dev_checkpoint naming it by the
-    absolute path of the machine it was trained on. Returns the directory."""
-    release = {name: value for name, value in values.items() if name not in LSTM_MOMENTS + list(leave_out)}
+    and our epoch_position (and `leave_out`), with cuDNN's flat opaque moments, and a best_dev_checkpoint
+    naming it by the absolute path of the machine it was trained on. Returns the directory."""
+    left_out = LSTM_MOMENTS + ['epoch_position'] + list(leave_out)
+    release = {name: value for name, value in values.items() if name not in left_out}
     kernel, bias = values[LSTM + 'kernel'], values[LSTM + 'bias']
     for name in OPAQUE_MOMENTS:
         release[name] = np.full(kernel.size + 2 * bias.size, 1e-4, np.float32)    # cuDNN has two bias sets
@@ -88,8 +89,11 @@ def line_with(text, output):
 def test_load_cudnn_fine_tunes_a_release_checkpoint_and_keeps_its_transcripts(source, release, tmp_path):
     values, results = source
     run = fine_tune(release, tmp_path, '--load_cudnn', '--learning_rate', 1e-5, '--force_initialize_learning_rate')
-    assert sorted(line_with('Initialised 4 missing variable(s): ', run.output).split(': ')[1].split(', ')) == \
-        sorted(LSTM_MOMENTS)
+    assert sorted(line_with('Initialised 5 missing variable(s): ', run.output).split(': ')[1].split(', ')) == \
+        sorted(LSTM_MOMENTS + ['epoch_position'])
+    # without an epoch position the epoch is global_step // batches per epoch (3 samples, batch 1)
+    assert 'Training from global step {} (epoch {})'.format(values['global_step'], values['global_step'] // 3) \
+        in run.output
     assert math.isfinite(float(re.search(r'Finished training epoch \d+ - loss: (\S+),', run.output).group(1)))
     after = saved(tmp_path)
     assert after['global_step'] == values['global_step'] + 3

@@ -16,6 +16,7 @@ import sys
 
 import psutil
 import tensorflow.compat.v1 as tfv1
+from horovod.common import elastic
 from tensorflow.python.checkpoint import checkpoint_management
 
 
@@ -71,6 +72,10 @@ def _training_step(session, fetches, *args, **kwargs):
     return isinstance(fetches, dict) and 'train' in fetches
 
 
+def _fetches_sum_of_two(session, fetches, *args, **kwargs):
+    return 'seam_sum_2' in getattr(fetches, 'name', '')
+
+
 MOMENTS = {
     # after the Nth training step of this process: mid-epoch, between saves
     'after-train-step': lambda n, send: _send_on(tfv1.Session, 'run', _training_step, n, send, after=True),
@@ -85,7 +90,12 @@ MOMENTS = {
     # the whole best_dev save done, nothing after it
     'after-best-state': lambda n, send: _send_on(checkpoint_management, 'update_checkpoint_state_internal',
                                                  _state_file('best_dev_checkpoint'), n, send, after=True),
+    # the seam's sum of two values (an epoch's train loss, then each dev set's loss), not yet entered
+    'before-pair-sum': lambda n, send: _send_on(tfv1.Session, 'run', _fetches_sum_of_two, n, send),
+    # an elastic commit not yet entered (rank 0 commits after its train checkpoint, the others at once)
+    'before-commit': lambda n, send: _send_on(elastic.State, 'commit', lambda *args, **kwargs: True, n, send),
 }
+
 
 def main(argv):
     moment, nth, rest = argv[1], int(argv[2]), argv[3:]

@@ -1,6 +1,7 @@
-"""Write the averaged gradients of the first training step to <out>/rank<N>.npz (and, as `local/...`,
-this rank's own gradients before averaging), using the trainer's own input pipeline, model and
-distributed seam. Run once plainly and once under horovodrun to
+"""Run the trainer's first training step (Trainer's own graph: input pipeline, model, distributed seam,
+optimizer, through its train op) and write to <out>/rank<N>.npz the gradients that train op applied
+(averaged over the ranks), as `local/...` this rank's own gradients before averaging and as
+`weights/...` the weights the step started from. Run once plainly and once under horovodrun to
 compare: python dump_gradients.py OUT CSV BATCH_SIZE [--horovod] [--dropout RATE]"""
 import os
 import sys
@@ -12,39 +13,43 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tfv1  # noqa: E402
 
 from deepspeech_training import distributed  # noqa: E402
-from deepspeech_training.graph import InputSet, build_forward, build_input, seed_graph  # noqa: E402
-from deepspeech_training.data.batching import train_batches  # noqa: E402
-from deepspeech_training.config import Config, N_CONTEXT, N_INPUT  # noqa: E402
+from deepspeech_training.cli import run_script  # noqa: E402
+from deepspeech_training.config import settings_from_flags  # noqa: E402
 from deepspeech_training.data.samples import read_sources  # noqa: E402
-from deepspeech_training.util.text import load_alphabet  # noqa: E402
+from deepspeech_training.flags import FLAGS  # noqa: E402
+from deepspeech_training.graph import create_session, set_steps  # noqa: E402
+from deepspeech_training.trainer import Trainer  # noqa: E402
+from deepspeech_training.util import logging  # noqa: E402
 
 
-def main(out_dir, csv_path, batch_size, use_horovod, dropout):
-    tfv1.disable_eager_execution()
-    dist = distributed.init(use_horovod)
-    alphabet = load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
-    config = Config(alphabet, N_INPUT, N_CONTEXT, 512, 320, 24, alphabet.GetSize() + 1)
-    records = read_sources([csv_path], alphabet)
-    plan = lambda epoch: train_batches(len(records), batch_size, dist.size, dist.rank, epoch)[:1]  # noqa: E731
-    training = InputSet('first batch', records, plan, batch_size)
-    seed_graph(1, dist.rank)     # as train() does
-    batch, (iterator,) = build_input([training], config)
-    forward = build_forward(batch, config)
-    optimizer = dist.wrap_optimizer(tfv1.train.AdamOptimizer(0.001))
-    grads_and_vars = optimizer.compute_gradients(forward.mean_loss)
-    local = tfv1.gradients(forward.mean_loss, [v for _, v in grads_and_vars])
-    broadcast = dist.broadcast_op()
-    with tfv1.Session() as session:
-        session.run(tfv1.global_variables_initializer())
-        session.run(broadcast)
-        session.run(iterator.initializer, {iterator.epoch: 0})
-        fetches = {v.op.name: g for g, v in grads_and_vars}
-        fetches.update({'local/' + v.op.name: g for g, (_, v) in zip(local, grads_and_vars)})
-        values = session.run(fetches, {rate: dropout for rate in forward.dropout_rates})   # one run: one batch
-        weights = session.run({'weights/' + v.op.name: v for _, v in grads_and_vars})
-    np.savez(os.path.join(out_dir, 'rank{}.npz'.format(dist.rank)), **values, **weights)
+def first_step(_):
+    dist = distributed.init(FLAGS.horovod)
+    logging.configure(dist, FLAGS.show_progressbar)
+    settings = settings_from_flags()
+    os.makedirs(settings.checkpoints.save_dir, exist_ok=True)
+    trainer = Trainer(dist, settings, read_sources([FLAGS.train_files], settings.model.alphabet), {})
+    variables = [v for _, v in trainer.gradients]
+    local = tfv1.gradients(trainer.forward.mean_loss, variables)
+    with create_session(dist) as session:
+        trainer.checkpointer.load_for_training(session, 'init')
+        session.run(trainer.broadcast)
+        weights = session.run({'weights/' + v.op.name: v for v in variables})
+        fetches = dict(train=trainer.train_op)
+        fetches.update({'gradient/' + v.op.name: g for g, v in trainer.gradients})
+        fetches.update({'local/' + v.op.name: g for g, v in zip(local, variables)})
+        values = next(set_steps(session, trainer.training, trainer.forward, 0, fetches, trainer.train_feed))
+    saved = {name[len('gradient/'):] if name.startswith('gradient/') else name: value
+             for name, value in values.items() if name.startswith(('gradient/', 'local/'))}
+    np.savez(os.path.join(OUT_DIR, 'rank{}.npz'.format(dist.rank)), **saved, **weights)
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), '--horovod' in sys.argv,
-         float(sys.argv[sys.argv.index('--dropout') + 1]) if '--dropout' in sys.argv else 0.0)
+    OUT_DIR, csv_path, batch_size = sys.argv[1:4]
+    options = sys.argv[4:]
+    dropout = options[options.index('--dropout') + 1] if '--dropout' in options else '0'
+    sys.argv = [sys.argv[0], '--train_files', csv_path, '--train_batch_size', batch_size, '--n_hidden', '24',
+                '--random_seed', '1', '--dropout_rate', dropout, '--noshow_progressbar',
+                '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'),
+                '--checkpoint_dir', os.path.join(OUT_DIR, 'checkpoints'),
+                '--summary_dir', os.path.join(OUT_DIR, 'summaries')] + (['--horovod'] if '--horovod' in options else [])
+    run_script(first_step)

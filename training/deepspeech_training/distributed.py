@@ -9,6 +9,7 @@ the same decision at the same step; `check_same` guards that they did.
 import copy
 import os
 import pickle
+import socket
 
 import numpy as np
 import tensorflow as tf
@@ -29,6 +30,11 @@ class Single:
     @property
     def is_chief(self):
         return self.rank == 0
+
+    def process_name(self):
+        """A name for this process's own files (e.g. its feature cache) that no other live process of
+        the job has: '' for one process."""
+        return ''
 
     def threads_per_process(self):
         """(intra, inter) op threads; 0 lets TensorFlow use the whole machine."""
@@ -138,6 +144,9 @@ class Horovod(Single):
         self.rank, self.size = hvd.rank(), hvd.size()
         self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
 
+    def process_name(self):
+        return 'rank{}'.format(self.rank)
+
     def threads_per_process(self):
         # N ranks on one host each using every core oversubscribe it: share the cores out.
         share = max(1, (os.cpu_count() or 1) // self.local_size)
@@ -224,21 +233,35 @@ class Elastic(Horovod):
     def before_sync(self):
         return Single()
 
+    def process_name(self):
+        """Host and local rank: ranks change over resets, so a rank's name would move to another process
+        (the old rank 1 becomes rank 0 when rank 0's host leaves; a joiner is then rank 1 again)."""
+        return '{}.local{}'.format(os.environ.get('HOROVOD_HOSTNAME', socket.gethostname()), self.local_rank)
+
     def training_state(self, session, broadcast, progress):
         state = self._state_class(progress, session, broadcast, self.broadcast_object, self.hvd.rank)
         state.register_reset_callbacks([self.refresh])
         return state
 
     def run(self, state, train_fn):
+        from horovod.common.exceptions import HorovodInternalError
+
         def surfacing(state):
             try:
                 return train_fn(state)
             except tf.errors.UnknownError as error:
-                if 'Horovod' in error.message:
-                    raise       # elastic.run turns a failed collective into a reset
-                # elastic.run would return None for it: the job would end "successfully" half-way
+                # elastic.run resets only on errors naming HorovodAllreduce/Allgather/Broadcast and returns
+                # None for any other UnknownError: a failed collective of ours (seam_sum_N, seam_object_*,
+                # seam_gather) would end the job "successfully" half-way. Raise what it resets on instead.
+                if _failed_collective(error):
+                    raise HorovodInternalError(error) from error
                 raise RuntimeError(error.message) from error
         return self.hvd.elastic.run(surfacing)(state)
+
+
+def _failed_collective(error):
+    """Whether a TensorFlow error comes from a Horovod op (a peer died or Horovod shut down)."""
+    return (error.op is not None and error.op.type.startswith('Horovod')) or 'Horovod' in error.message
 
 
 def _elastic_state_class(State):

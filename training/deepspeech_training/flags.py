@@ -45,9 +45,10 @@ def create_flags():
                      'seeded by --random_seed and the epoch')
 
     # Features
-    f.DEFINE_string('feature_cache', '', 'keep the training samples\' features in this file (PATH.rankN per rank '
-                    'under Horovod) and read them from there in later epochs instead of the audio; recomputed '
-                    'when the feature flags, --augment or the samples change')
+    f.DEFINE_string('feature_cache', '', 'keep the training samples\' features in this file (PATH.rankN per '
+                    'rank under Horovod, PATH.<host>.local<N> under --horovod_elastic) and read them from there '
+                    'in later epochs instead of the audio; recomputed when the feature flags, --augment or the '
+                    'samples change')
     f.DEFINE_integer('cache_for_epochs', 0, 'recompute the feature cache every this many epochs (0: never), '
                      'e.g. to draw new augmentations', lower_bound=0)
     f.DEFINE_integer('audio_sample_rate', 16000, 'sample rate the features are computed at', lower_bound=1)

@@ -15,7 +15,7 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 from . import precision
-from .checkpoints import Checkpointer, check_space, checkpoint_bytes
+from .checkpoints import EPOCH_POSITION, Checkpointer, check_space, checkpoint_bytes
 from .data.augmentations import Augmenter, parse_augmentations
 from .data.batching import eval_batches, train_batches
 from .data.feature_cache import open_feature_cache
@@ -33,7 +33,7 @@ def train_set(records, dist, config, training):
     augmenter = None
     if training.augment:
         augmenter = Augmenter(parse_augmentations(training.augment), training.random_seed, training.epochs)
-    feature_cache = open_feature_cache(training.feature_cache, records, config, training, dist.rank, dist.size)
+    feature_cache = open_feature_cache(training.feature_cache, records, config, training, dist.process_name())
     return InputSet('Training', records, plan, training.train_batch_size, augmenter, feature_cache)
 
 
@@ -56,6 +56,19 @@ def effective_learning_rate(learning_rate, global_step, size, steps_per_epoch, t
     updates = tf.cast(global_step // passes, tf.float32)
     progress = tf.minimum(updates / float(warmup), 1.0)
     return learning_rate * (1.0 + (size - 1.0) * progress)
+
+
+FP16_OVERFLOW = ('a gradient is not finite after the float16 allreduce of --horovod_fp16_compression (float16 '
+                 'overflows beyond 65504, summed over the ranks): the step is not applied; train without '
+                 '--horovod_fp16_compression, or with a lower --learning_rate')
+
+
+def finite_gradients(grads_and_vars):
+    """`grads_and_vars` whose gradients stop the step with FP16_OVERFLOW when not finite: an inf or NaN
+    from a float16 sum would otherwise turn the weights into NaN without a word. The averaged gradients
+    are equal on every rank, so every rank stops at the same step."""
+    return [(tf.debugging.check_numerics(gradient, FP16_OVERFLOW) if gradient is not None else None, variable)
+            for gradient, variable in grads_and_vars]
 
 
 @dataclass
@@ -149,6 +162,12 @@ class Trainer:
         self.learning_rate = tfv1.get_variable('learning_rate', initializer=training.learning_rate, trainable=False)
         self.new_rate = tfv1.placeholder(tf.float32, [])
         self.set_learning_rate = self.learning_rate.assign(self.new_rate)
+        # Where training stands in its epochs, saved with every checkpoint: global_step // batches is
+        # another epoch when the number of ranks changes. [-1, 0, 0]: not known (a DeepSpeech checkpoint).
+        self.epoch_position = tfv1.get_variable(EPOCH_POSITION, initializer=tf.constant([-1, 0, 0], tf.int64),
+                                                trainable=False)
+        self.new_position = tfv1.placeholder(tf.int64, [3])
+        self.set_epoch_position = self.epoch_position.assign(self.new_position)
         self.rate = effective_learning_rate(self.learning_rate, self.global_step, dist.size_tensor(),
                                             self.training.n_batches(), training)
         optimizer = tfv1.train.AdamOptimizer(self.rate, beta1=training.beta1, beta2=training.beta2,
@@ -156,7 +175,11 @@ class Trainer:
         # Loss scaling (float16 only) inside, so Horovod averages the unscaled float32 gradients.
         optimizer = dist.wrap_optimizer(precision.wrap_optimizer(optimizer, settings.session.mixed_precision),
                                         training.horovod_fp16_compression, training.horovod_backward_passes_per_step)
-        self.train_op = optimizer.minimize(self.forward.mean_loss, global_step=self.global_step)
+        # The wrapper's compute_gradients: averaged over the ranks (tf.gradients' would not be).
+        self.gradients = optimizer.compute_gradients(self.forward.mean_loss)
+        if training.horovod_fp16_compression:
+            self.gradients = finite_gradients(self.gradients)
+        self.train_op = optimizer.apply_gradients(self.gradients, global_step=self.global_step)
         self.broadcast = dist.broadcast_op()
         checkpoints = settings.checkpoints
         self.checkpointer = Checkpointer(checkpoints.load_dir, checkpoints.save_dir, checkpoints.max_to_keep, dist)
@@ -186,7 +209,7 @@ class Trainer:
             try:
                 self.dist.run(state, self.train_epochs)
             except Interrupted:
-                path = self.checkpointer.save_train(self.session, self.global_step)
+                path = self._save_train(state, commit=False)
                 log_info('Interrupted at global step {}, saved {}'.format(self.session.run(self.global_step), path))
                 self.dist.sum(self.session, [0.0])  # no rank exits (and makes horovodrun kill rank 0) before the save
                 raise
@@ -221,10 +244,10 @@ class Trainer:
         """What a (re)start sets up: the reset hook. Returns the progress to go on from."""
         progress = state.progress
         if progress.epoch is None:
-            progress.epoch = self.session.run(self.global_step) // self.training.n_batches()
+            self._resume_position(progress)
             progress.end_epoch = progress.epoch + self.training_settings.epochs
-            if self.training.input_set.augmenter:
-                self.training.input_set.augmenter.first_epoch = progress.epoch  # A:B ranges run over this run
+        if self.training.input_set.augmenter:   # A:B ranges run over this run's epochs, on joiners too
+            self.training.input_set.augmenter.first_epoch = progress.end_epoch - self.training_settings.epochs
         for iterator in [self.training] + self.validations:
             iterator.restart(progress.end_epoch)
         base_rate = self.session.run(self.learning_rate)
@@ -235,16 +258,29 @@ class Trainer:
                          self.training_settings.warmup_epochs else ''))
         return progress
 
+    def _resume_position(self, progress):
+        """The epoch and the part of it done, from the checkpoint (synced from rank 0); from global_step
+        for a checkpoint without them. An epoch whose training was done resumes at the next one."""
+        epoch, done, planned = (int(value) for value in self.session.run(self.epoch_position))
+        if epoch < 0:
+            epoch, done, planned = self.session.run(self.global_step) // self.training.n_batches(), 0, 0
+        elif planned and done == planned:
+            epoch, done, planned = epoch + 1, 0, 0
+        progress.epoch, progress.batches_done, progress.batches_planned = epoch, done, planned
+
     def _plan_epoch(self, progress):
         """Plan the current epoch for the ranks there are now; returns its first batch (after an elastic
         reset: the same fraction of the epoch as was done)."""
         n_batches = self.training.n_batches(progress.epoch)
         first_batch = progress.batches_done * n_batches // progress.batches_planned if progress.batches_planned else 0
         progress.batches_done, progress.batches_planned = first_batch, n_batches
-        # Guard: ranks that disagree here would hang in the next allreduce; fail instead. The end epoch
-        # comes from each rank's --epochs: a rank that stopped early would leave the others in a collective.
-        self.dist.check_same(self.session, 'epoch, end epoch, batches, first batch, global step, learning rate',
-                             [progress.epoch, progress.end_epoch, n_batches, first_batch]
+        # Guard: ranks that disagree here would hang in the next allreduce (or, for the run's first epoch,
+        # augment on other A:B ranges than the others); fail instead. The end epoch comes from each rank's
+        # --epochs: a rank that stopped early would leave the others in a collective.
+        augmenter = self.training.input_set.augmenter
+        self.dist.check_same(self.session, 'epoch, end epoch, batches, first batch, first epoch, global step, '
+                             'learning rate', [progress.epoch, progress.end_epoch, n_batches, first_batch,
+                                               augmenter.first_epoch if augmenter else 0]
                              + self.session.run([self.global_step, self.learning_rate]))
         return first_batch
 
@@ -274,10 +310,20 @@ class Trainer:
         if self.feature_cache:
             self.feature_cache.save()
 
-    def _save_train(self, state):
-        self.checkpointer.save_train(self.session, self.global_step)
+    def _save_train(self, state, commit=True):
+        """Save the train checkpoint with the epoch position; commit unless `commit` is False (the
+        ranks are stopping). Returns the checkpoint's path (None on other ranks than the chief)."""
+        self._store_position(state.progress)
+        path = self.checkpointer.save_train(self.session, self.global_step)
         self.last_save = time.time()
-        state.commit()      # a rank failing from here on takes the others back to this step
+        if commit:
+            state.commit()      # a rank failing from here on takes the others back to this step
+        return path
+
+    def _store_position(self, progress):
+        """Put `progress`'s epoch position into the variable the next checkpoint saves."""
+        self.session.run(self.set_epoch_position, {self.new_position: [progress.epoch, progress.batches_done,
+                                                                      progress.batches_planned]})
 
     def _validate(self, progress):
         """Validate, save best_dev, reduce the learning rate on a plateau; True when training should stop
@@ -292,6 +338,7 @@ class Trainer:
         self.summaries.scalars('dev', self.session.run(self.global_step), loss=dev_loss)
         decision = progress.tracker.update(dev_loss)
         if decision.save_best:
+            self._store_position(progress)
             path = self.checkpointer.save_best(self.session, self.global_step, dev_loss)
             log_info('Saved new best validating model with loss {:.6f} to: {}'.format(dev_loss, path))
         if decision.stop:

@@ -1,10 +1,12 @@
 """--feature_cache: the training samples' features, computed once and read back in later epochs.
 
-One cache per rank (`PATH`, or `PATH.rank<N>` under Horovod), since each rank computes only its own
-shard. Two files: PATH holds the features as raw float32, appended as samples are computed; PATH.json
-is the index (sample -> offset, frames) with the key the features were made under, replaced
-atomically at the end of each epoch. A crash leaves at worst unindexed bytes at the end of PATH,
-cut off on the next load, so the cache never hands out half-written features.
+One cache per process (`PATH`; under Horovod `PATH.rank<N>`, elastic `PATH.<host>.local<N>`),
+since each computes only its own shard; entries are by sample, so after a change of ranks a cache
+simply fills in the samples of the new shard. Two files: PATH holds the features as raw float32,
+appended as samples are computed; PATH.json is the index (sample -> offset, frames) with the key
+the features were made under, replaced atomically at the end of each epoch. A crash leaves at worst
+unindexed bytes at the end of PATH, cut off on the next load, so the cache never hands out
+half-written features.
 
 The key covers everything the features depend on: the feature flags, --augment (the cache keeps
 augmented features, as DeepSpeech 0.9's did) and the sample list (path and size of every sample, in
@@ -21,8 +23,8 @@ from ..util.atomic import atomic_write
 from ..util.logging import log_info, log_warn
 
 
-def cache_path(path, rank, size):
-    return path if size == 1 else '{}.rank{}'.format(path, rank)
+def cache_path(path, process_name):
+    return '{}.{}'.format(path, process_name) if process_name else path
 
 
 def samples_digest(records):
@@ -128,9 +130,9 @@ _DESCRIPTIONS = {'features': 'feature flags', 'augment': '--augment operations',
                  'n_samples': 'number of samples'}
 
 
-def open_feature_cache(path, records, config, training, rank, size):
-    """The cache of this rank for training, or None without --feature_cache (`training`: the
-    TrainingSettings, whose augmentations and cache period it follows)."""
+def open_feature_cache(path, records, config, training, process_name):
+    """The cache of this process (`process_name`, see distributed.py) for training, or None without
+    --feature_cache (`training`: the TrainingSettings, whose augmentations and cache period it follows)."""
     if not path:
         return None
     if training.augment and not training.cache_for_epochs:
@@ -139,4 +141,4 @@ def open_feature_cache(path, records, config, training, rank, size):
     feature_key = dict(features=[config.sample_rate, config.audio_window_samples, config.audio_step_samples,
                                  config.n_input, config.normalize_sample_rate],
                        augment=[list(training.augment or []), training.random_seed if training.augment else None])
-    return FeatureCache(cache_path(path, rank, size), records, config.n_input, feature_key, training.cache_for_epochs)
+    return FeatureCache(cache_path(path, process_name), records, config.n_input, feature_key, training.cache_for_epochs)
