@@ -89,9 +89,9 @@ class RecordingTrainer(Trainer):
             self.stopped_after = state.progress.steps_run
             raise
 
-    def _save_train(self, state):
+    def _save_train(self, state, **kwargs):
         self.saves.append(int(self.session.run(self.global_step)))
-        super()._save_train(state)
+        return super()._save_train(state, **kwargs)
 
     def _validate(self, progress):
         update, first_call = progress.tracker.update, len(self.dist.calls)
