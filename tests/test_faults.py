@@ -28,6 +28,14 @@ def corpus(tmp_path_factory):
     return make_corpus(tmp_path_factory.mktemp('corpus'), 60, 5)
 
 
+def signals_as_at_a_terminal():
+    """SIGINT and SIGTERM at their defaults in the child: the suite itself may run with SIGINT ignored (a
+    background job of a script, `cmd &`), children inherit that, and the trainer rightly keeps a signal
+    that was ignored at its start ignored. A user's run gets Ctrl-C from a terminal."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 class Run:
     """A background command in its own process group, its output in a file we can poll."""
 
@@ -36,7 +44,8 @@ class Run:
         self.out = open(str(log), 'w')
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1', **(env or {}))
         self.process = subprocess.Popen([str(c) for c in command], cwd=ROOT, env=env, stdout=self.out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=signals_as_at_a_terminal)
         self.started = time.time()
 
     def output(self):
