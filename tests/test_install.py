@@ -27,7 +27,7 @@ def requirement_lines(name):
         return [Requirement(line) for line in map(str.strip, lines) if line and not line.startswith('#')]
 
 
-def tested_pins():
+def pinned_versions():
     pins = {}
     with open(os.path.join(ROOT, 'constraints.txt')) as lines:
         for line in map(str.strip, lines):
@@ -41,7 +41,7 @@ def tested_pins():
 def test_every_range_admits_the_tested_version_and_this_environment_has_it(name):
     """A range that excludes the pinned version, or a pin this environment was not built from, means
     the tests ran something other than what the package promises."""
-    pins = tested_pins()
+    pins = pinned_versions()
     for requirement in requirement_lines(name):
         key = canonicalize_name(requirement.name)
         assert key in pins, '{} ({}.txt) has no tested version in constraints.txt'.format(requirement, name)
@@ -51,7 +51,7 @@ def test_every_range_admits_the_tested_version_and_this_environment_has_it(name)
 
 
 def test_nothing_pins_what_no_code_imports():
-    assert 'pandas' not in tested_pins()
+    assert 'pandas' not in pinned_versions()
 
 
 def setup_dry_run(*args, path=None):
@@ -156,5 +156,15 @@ def test_installed_console_scripts_train_test_and_transcribe_outside_the_checkou
     for script in ('deepspeech-generate-lm', 'deepspeech-generate-scorer-package'):
         run = run_command([venv / 'bin' / script, '--help'], cwd=work)
         assert 'usage:' in run.output, script
-    run = run_command([venv / 'bin' / 'deepspeech-lm-optimizer', '--helpfull'], cwd=work)
+    run = run_command([venv / 'bin' / 'deepspeech-lm-optimizer', '--helpfull'], cwd=work, check=False)
     assert '--n_trials' in run.output and '--lm_alpha_max' in run.output
+
+
+def test_default_alphabet_is_the_checkouts_here_and_the_packages_elsewhere(tmp_path, monkeypatch):
+    from deepspeech_training.flags import PACKAGE_DIR, alphabet_path
+    monkeypatch.chdir(ROOT)
+    assert alphabet_path('data/alphabet.txt') == 'data/alphabet.txt'
+    monkeypatch.chdir(tmp_path)
+    assert alphabet_path('data/alphabet.txt') == os.path.join(PACKAGE_DIR, 'data', 'alphabet.txt')
+    # another missing path stays as given, for the flag's check to name it
+    assert alphabet_path('my/alphabet.txt') == 'my/alphabet.txt'
