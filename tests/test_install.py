@@ -158,6 +158,9 @@ def test_installed_console_scripts_train_test_and_transcribe_outside_the_checkou
         assert 'usage:' in run.output, script
     run = run_command([venv / 'bin' / 'deepspeech-lm-optimizer', '--helpfull'], cwd=work, check=False)
     assert '--n_trials' in run.output and '--lm_alpha_max' in run.output
+    run = run_command([venv / 'bin' / 'python', '-m', 'deepspeech_training.train', '--helpfull'], cwd=work,
+                      check=False)
+    assert '--train_files' in run.output and '--alphabet_config_path' in run.output
 
 
 def test_default_alphabet_is_the_checkouts_here_and_the_packages_elsewhere(tmp_path, monkeypatch):
