@@ -9,11 +9,12 @@
 # written last. Horovod must be compiled against the installed TensorFlow, hence the second step
 # with --no-build-isolation.
 #
-# Usage: bin/setup.sh [--gpu] [--dry-run]
+# Usage: bin/setup.sh [--gpu] [--dry-run | --python]
 #   --gpu (or DS_GPU=1)  a GPU environment: tensorflow[and-cuda] (CUDA and cuDNN as pip packages) and,
 #                  when a CUDA toolkit is found (nvcc), Horovod with NCCL allreduce (doc/GPU.rst)
 #   --dry-run      print what would be installed (pip requirement lines, Horovod's build settings) and
 #                  the interpreter's path, building and installing nothing
+#   --python       print the Python 3.9 it builds from (for an environment of your own) and stop
 #
 # Environment knobs:
 #   DS_ENV_CACHE   folder holding the environments (default ${XDG_CACHE_HOME:-~/.cache}/deepspeech-training)
@@ -26,11 +27,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 GPU="${DS_GPU:-0}"
 DRY_RUN=0
+ONLY_PYTHON=0
 for arg in "$@"; do
     case "$arg" in
         --gpu) GPU=1 ;;
         --dry-run) DRY_RUN=1 ;;
-        *) echo "[setup] ERROR: unknown argument $arg (usage: bin/setup.sh [--gpu] [--dry-run])" >&2; exit 2 ;;
+        --python) ONLY_PYTHON=1 ;;
+        *) echo "[setup] ERROR: unknown argument $arg (usage: bin/setup.sh [--gpu] [--dry-run | --python])" >&2; exit 2 ;;
     esac
 done
 log() { echo "[setup] $*" >&2; }
@@ -82,8 +85,9 @@ EOF
     return 1
 }
 
-[ $DRY_RUN = 1 ] || install_debian_packages
+[ $DRY_RUN = 1 ] || [ $ONLY_PYTHON = 1 ] || install_debian_packages
 PYTHON39="$(find_python39)"
+if [ $ONLY_PYTHON = 1 ]; then echo "$PYTHON39"; exit 0; fi
 WITH_MPI=0
 command -v mpicc >/dev/null && WITH_MPI=1
 # What pip installs, all under constraints.txt; Horovod comes second, compiled against that TensorFlow.

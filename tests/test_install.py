@@ -171,3 +171,15 @@ def test_default_alphabet_is_the_checkouts_here_and_the_packages_elsewhere(tmp_p
     assert alphabet_path('data/alphabet.txt') == os.path.join(PACKAGE_DIR, 'data', 'alphabet.txt')
     # another missing path stays as given, for the flag's check to name it
     assert alphabet_path('my/alphabet.txt') == 'my/alphabet.txt'
+
+
+def test_setup_names_a_working_python39_for_an_environment_of_ones_own():
+    """README's `PY39=$(bin/setup.sh --python | tail -n 1)`: a pyenv shim on PATH may not run, the
+    interpreter printed must."""
+    env = dict(os.environ)
+    env.pop('DS_PYTHON', None)
+    python = subprocess.run(['bash', os.path.join(ROOT, 'bin', 'setup.sh'), '--python'], env=env, check=True,
+                            stdout=subprocess.PIPE, universal_newlines=True).stdout.splitlines()[-1]
+    version = subprocess.run([python, '-c', 'import sys, venv; print(sys.version_info[:2])'], check=True,
+                             stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+    assert version == '(3, 9)'
