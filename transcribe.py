@@ -1,74 +1,11 @@
 #!/usr/bin/env python
-"""Transcribe WAV files with a trained checkpoint (and optionally a scorer), as DeepSpeech 0.9's
-transcribe.py: long audio is split on silence, each piece decoded, the pieces joined.
-
-    python transcribe.py --src talk.wav[,other.wav] --checkpoint_dir ... [--scorer_path kenlm.scorer]
-
-Prints one line per file and writes <file>.tlog: JSON pieces with start/end seconds and transcript."""
-import json
+"""Transcribe WAV files with a trained checkpoint: python transcribe.py --src a.wav --checkpoint_dir ...
+(installed: deepspeech-transcribe; training/deepspeech_training/transcribe.py says more)"""
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'training'))
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-import librosa  # noqa: E402
-import soundfile  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from deepspeech_training.cli import make_decoder, run_script  # noqa: E402
-from deepspeech_training.config import settings_from_flags  # noqa: E402
-from deepspeech_training.data.audio import read_audio  # noqa: E402
-from deepspeech_training.evaluate import transcribe  # noqa: E402
-from deepspeech_training.flags import FLAGS, split_files  # noqa: E402
-from deepspeech_training.util.logging import configure  # noqa: E402
-
-
-def pieces(audio, sample_rate, max_seconds, top_db):
-    """(start, end) sample ranges covering all the audio, each at most `max_seconds` where the
-    audio allows: split at the longest silent gap first (librosa's energy split), cutting in its
-    middle, so pieces end between sentences before they end between words, and keep the silence
-    around their speech that the model was trained with."""
-    speech = librosa.effects.split(audio, top_db=top_db)
-    gaps = [(next_start - end, (end + next_start) // 2) for (_, end), (next_start, _) in zip(speech, speech[1:])]
-    limit = int(max_seconds * sample_rate)
-
-    def split(start, end):
-        inside = [gap for gap in gaps if start < gap[1] < end]
-        if end - start <= limit or not inside:
-            return [(start, end)]
-        cut = max(inside)[1]
-        return split(start, cut) + split(cut, end)
-    return split(0, len(audio))
-
-
-def transcribe_files(_):
-    if not FLAGS.src:
-        raise app.UsageError('give --src: WAV file(s), comma-separated')
-    configure(show_progressbar=False)
-    settings = settings_from_flags()
-    decoder = make_decoder(settings)
-    rate = settings.model.sample_rate
-    with tempfile.TemporaryDirectory() as scratch:
-        jobs = []
-        for wav in split_files(FLAGS.src):
-            audio = read_audio(wav, rate, settings.model.normalize_sample_rate)
-            for number, (start, end) in enumerate(pieces(audio, rate, FLAGS.max_piece_seconds, FLAGS.silence_top_db)):
-                path = os.path.join(scratch, '{}-{}.wav'.format(len(jobs), number))
-                soundfile.write(path, audio[start:end], rate, subtype='PCM_16')
-                jobs.append((wav, start / rate, end / rate, path))
-        texts = transcribe(settings, [job[3] for job in jobs], decoder)
-    for wav in split_files(FLAGS.src):
-        log = [{'start': start, 'end': end, 'transcript': text}
-               for (source, start, end, _), text in zip(jobs, texts) if source == wav]
-        with open(wav + '.tlog', 'w') as out:
-            json.dump(log, out, indent=2)
-        print('{}: {}'.format(wav, ' '.join(piece['transcript'] for piece in log if piece['transcript'])))
-
 
 if __name__ == '__main__':
-    flags.DEFINE_string('src', '', 'WAV file(s) to transcribe, comma-separated')
-    flags.DEFINE_float('max_piece_seconds', 15.0, 'longest piece of audio decoded at once')
-    flags.DEFINE_float('silence_top_db', 30.0, 'audio this many dB below the peak counts as silence')
-    run_script(transcribe_files)
+    from deepspeech_training import entry
+    entry.transcribe()

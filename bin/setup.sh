@@ -2,21 +2,40 @@
 # Make (or reuse) the project's Python environment and print its interpreter's path as the LAST line
 # on stdout; everything else goes to stderr, so `PY=$(bin/setup.sh | tail -n 1)` works anywhere.
 #
-# The environment lives outside the checkout, keyed by a hash of the pinned requirements, the
-# Python version and whether Horovod is built with MPI, so every clone on this machine (CI's fresh
-# clone included) reuses it. A build that is interrupted is never reused: the `.complete` marker is
+# The environment lives outside the checkout, keyed by a hash of constraints.txt (the exact versions),
+# the requirements/ files it installs, the Python version, whether Horovod is built with MPI and
+# whether it is a GPU environment, so every clone on this machine (CI's fresh clone included) reuses
+# it. A build that is interrupted is never reused: the `.complete` marker (which says what was built) is
 # written last. Horovod must be compiled against the installed TensorFlow, hence the second step
 # with --no-build-isolation.
+#
+# Usage: bin/setup.sh [--gpu] [--dry-run | --python]
+#   --gpu (or DS_GPU=1)  a GPU environment: tensorflow[and-cuda] (CUDA and cuDNN as pip packages) and,
+#                  when a CUDA toolkit is found (nvcc), Horovod with NCCL allreduce (doc/GPU.rst)
+#   --dry-run      print what would be installed (pip requirement lines, Horovod's build settings) and
+#                  the interpreter's path, building and installing nothing
+#   --python       print the Python 3.9 it builds from (for an environment of your own) and stop
 #
 # Environment knobs:
 #   DS_ENV_CACHE   folder holding the environments (default ${XDG_CACHE_HOME:-~/.cache}/deepspeech-training)
 #   DS_PYTHON      a python3.9 interpreter to use instead of searching for one
 #   DS_NO_APT=1    never call apt-get, even as root
 #   HOROVOD_GPU_OPERATIONS=NCCL   build Horovod's GPU allreduce with NCCL (needs CUDA and libnccl-dev;
-#                  Dockerfile.train's GPU variant sets it); it is part of the environment's key
+#                  Dockerfile.train's GPU variant sets it; --gpu sets it when nvcc is found); part of the key
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+GPU="${DS_GPU:-0}"
+DRY_RUN=0
+ONLY_PYTHON=0
+for arg in "$@"; do
+    case "$arg" in
+        --gpu) GPU=1 ;;
+        --dry-run) DRY_RUN=1 ;;
+        --python) ONLY_PYTHON=1 ;;
+        *) echo "[setup] ERROR: unknown argument $arg (usage: bin/setup.sh [--gpu] [--dry-run | --python])" >&2; exit 2 ;;
+    esac
+done
 log() { echo "[setup] $*" >&2; }
 # pip names every configured but absent local index on stderr; keep the rest of what it says.
 pip_quietly() { "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored" >&2); }
@@ -66,34 +85,66 @@ EOF
     return 1
 }
 
-install_debian_packages
+[ $DRY_RUN = 1 ] || [ $ONLY_PYTHON = 1 ] || install_debian_packages
 PYTHON39="$(find_python39)"
+if [ $ONLY_PYTHON = 1 ]; then echo "$PYTHON39"; exit 0; fi
 WITH_MPI=0
 command -v mpicc >/dev/null && WITH_MPI=1
+# What pip installs, all under constraints.txt; Horovod comes second, compiled against that TensorFlow.
+REQUIREMENTS=(base lm plotting test)
+VARIANT="CPU TensorFlow"
+if [ "$GPU" = 1 ]; then
+    REQUIREMENTS+=(gpu)
+    VARIANT="GPU TensorFlow (tensorflow[and-cuda])"
+    if [ -z "${HOROVOD_GPU_OPERATIONS:-}" ]; then
+        if command -v nvcc >/dev/null; then
+            export HOROVOD_GPU_OPERATIONS=NCCL
+        else
+            log "WARNING: no CUDA toolkit (nvcc) found: Horovod is built without NCCL; its allreduce then goes"
+            log "         through host memory (doc/GPU.rst says how to build it with NCCL)"
+        fi
+    fi
+fi
+REQUIREMENT_FILES=()
+for name in "${REQUIREMENTS[@]}"; do REQUIREMENT_FILES+=("$ROOT/requirements/$name.txt"); done
 
-KEY="$( { cat "$ROOT/requirements.txt" "$ROOT/requirements-horovod.txt"; "$PYTHON39" -V 2>&1; echo "mpi=$WITH_MPI";
+KEY="$( { cat "$ROOT/constraints.txt" "${REQUIREMENT_FILES[@]}" "$ROOT/requirements/horovod.txt"; "$PYTHON39" -V 2>&1;
+          echo "mpi=$WITH_MPI"; if [ "$GPU" = 1 ]; then echo "gpu=1"; fi;
           if [ -n "${HOROVOD_GPU_OPERATIONS:-}" ]; then echo "gpu=$HOROVOD_GPU_OPERATIONS"; fi; } \
         | sha256sum | cut -c1-12)"
 CACHE="${DS_ENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deepspeech-training}"
 ENV_DIR="$CACHE/env-$KEY"
+HOROVOD_BUILD="Horovod with Gloo$([ $WITH_MPI = 1 ] && echo ' and MPI')${HOROVOD_GPU_OPERATIONS:+, GPU ops $HOROVOD_GPU_OPERATIONS}"
+
+if [ $DRY_RUN = 1 ]; then
+    echo "# $VARIANT, $HOROVOD_BUILD: pip install -c constraints.txt with"
+    grep -hv '^#' "${REQUIREMENT_FILES[@]}" "$ROOT/requirements/horovod.txt"
+    echo "# constraints:"
+    grep -E '^(tensorflow|horovod)==' "$ROOT/constraints.txt"
+    echo "$ENV_DIR/bin/python"
+    exit 0
+fi
 mkdir -p "$CACHE"
 
 build_environment() {
-    log "building $ENV_DIR with $PYTHON39 (Horovod with Gloo$([ $WITH_MPI = 1 ] && echo ' and MPI')${HOROVOD_GPU_OPERATIONS:+, GPU ops $HOROVOD_GPU_OPERATIONS})"
+    log "building $ENV_DIR with $PYTHON39: $VARIANT, $HOROVOD_BUILD"
     rm -rf "$ENV_DIR"
     "$PYTHON39" -m venv "$ENV_DIR"
     local pip=("$ENV_DIR/bin/python" -m pip --disable-pip-version-check)
     pip_quietly "${pip[@]}" install -q --upgrade pip >&2
-    pip_quietly "${pip[@]}" install -q -r "$ROOT/requirements.txt" >&2
+    local requirements=()
+    for file in "${REQUIREMENT_FILES[@]}"; do requirements+=(-r "$file"); done
+    pip_quietly "${pip[@]}" install -q -c "$ROOT/constraints.txt" "${requirements[@]}" >&2
     log "compiling Horovod against TensorFlow (about 3 minutes on 2 cores)"
     (
         export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
         if [ $WITH_MPI = 1 ]; then export HOROVOD_WITH_MPI=1; else export HOROVOD_WITHOUT_MPI=1; fi
         export MAKEFLAGS="-j$(nproc)"
-        pip_quietly "${pip[@]}" install -q --no-build-isolation --no-cache-dir -r "$ROOT/requirements-horovod.txt" >&2
+        pip_quietly "${pip[@]}" install -q --no-build-isolation --no-cache-dir \
+            -c "$ROOT/constraints.txt" -r "$ROOT/requirements/horovod.txt" >&2
     )
     "$ENV_DIR/bin/horovodrun" --check-build >&2
-    touch "$ENV_DIR/.complete"
+    echo "$VARIANT, $HOROVOD_BUILD" >"$ENV_DIR/.complete"
 }
 
 # One builder at a time per environment; others wait and then reuse it.
@@ -102,9 +153,9 @@ flock 9
 if [ ! -f "$ENV_DIR/.complete" ]; then
     start=$(date +%s)
     build_environment
-    log "environment ready in $(( $(date +%s) - start )) s"
+    log "environment ready in $(( $(date +%s) - start )) s: $VARIANT, $HOROVOD_BUILD"
 else
-    log "reusing $ENV_DIR"
+    log "reusing $ENV_DIR: $(cat "$ENV_DIR/.complete")"
 fi
 flock -u 9
 "$ROOT/bin/build_kenlm.sh" "$ENV_DIR/bin/python" >/dev/null

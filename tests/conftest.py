@@ -21,11 +21,12 @@ PYTHON_BIN = os.path.dirname(sys.executable)
 KENLM_BIN = os.path.join(os.path.dirname(PYTHON_BIN), 'kenlm', 'bin')
 
 
-def run_command(command, timeout=600, check=True, env=None):
-    """Run `command` in its own process group, killed whole on timeout (a hung Horovod rank must
-    fail the test, not block the suite). Returns the CompletedProcess, stdout+stderr in .output."""
+def run_command(command, timeout=600, check=True, env=None, cwd=ROOT):
+    """Run `command` in its own process group (in `cwd`, the checkout by default), killed whole on
+    timeout (a hung Horovod rank must fail the test, not block the suite). Returns the
+    CompletedProcess, stdout+stderr in .output."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1', **(env or {}))
-    process = subprocess.Popen([str(c) for c in command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    process = subprocess.Popen([str(c) for c in command], cwd=cwd, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, universal_newlines=True, start_new_session=True)
     try:
         output, _ = process.communicate(timeout=timeout)

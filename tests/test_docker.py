@@ -63,11 +63,12 @@ def test_image_trains_and_tests_on_the_smoke_data(image):
 
 def test_the_image_is_set_up_by_the_same_script_and_pins_as_bare_metal():
     """No second list of versions to drift: the Dockerfile installs nothing by pip itself, runs
-    bin/setup.sh, and copies in the requirements files setup.sh reads."""
+    bin/setup.sh, and copies in the requirements and constraints files setup.sh reads."""
     with open(os.path.join(ROOT, 'Dockerfile.train')) as dockerfile:
         text = dockerfile.read()
     assert 'pip install' not in text and '==' not in text
     assert 'bin/setup.sh' in text.split('RUN', 2)[2]
-    assert 'COPY requirements.txt requirements-horovod.txt' in text
+    assert 'COPY constraints.txt ./' in text and 'COPY requirements/ requirements/' in text
     with open(os.path.join(ROOT, 'bin', 'setup.sh')) as setup:
-        assert 'requirements.txt' in setup.read()
+        script = setup.read()
+    assert '$ROOT/constraints.txt' in script and '$ROOT/requirements/' in script

@@ -4,7 +4,6 @@ with. Also pins how ds_ctcdecoder treats broken scorer files, which --scorer_pat
 
 The scripts run as subprocesses, as a user runs them. Tests that need KenLM's tools skip when
 bin/build_kenlm.sh has not built them into this environment."""
-import importlib.util
 import os
 import random
 import shutil
@@ -129,9 +128,7 @@ def test_beam_search_prefers_a_vocabulary_word(lm_files, alphabet):
 def test_dictionary_is_byte_for_byte_what_openfst_writes(lm_files, alphabet, tmp_path):
     """Write the dictionary with its property bits unknown, let ds_ctcdecoder load it and OpenFST
     rewrite it (save_dictionary computes every property afresh): the result must be our package."""
-    spec = importlib.util.spec_from_file_location('generate_scorer_package', GENERATE_PACKAGE)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    from deepspeech_training.lm import generate_scorer_package as tool
     sequences, _ = tool.word_labels(alphabet, tool.read_vocabulary(str(lm_files['vocab'])), False)
     finals, arcs = tool.minimal_acceptor(sequences)
     lm = lm_files['lm'].read_bytes()

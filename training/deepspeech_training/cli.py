@@ -1,5 +1,6 @@
 """DeepSpeech.py's command line: flags -> Settings, input read and checked, then train, test, export
 and transcribe as asked. With config.settings_from_flags, the only reader of FLAGS."""
+import os
 import sys
 
 import tensorflow as tf
@@ -14,7 +15,7 @@ from .data.samples import DataError, read_sources
 from .data.validation import validate_input
 from .evaluate import Decoder, test, transcribe
 from .export import export
-from .flags import FLAGS, create_flags, split_files
+from .flags import FLAGS, alphabet_path, create_flags, split_files
 from .scorer import ScorerError, load_scorer
 from .trainer import Interrupted, Trainer
 from .util import logging
@@ -44,7 +45,8 @@ def read_input(config):
 def make_decoder(settings):
     """The Decoder the flags ask for; a bad scorer fails here, not after hours of training."""
     decoding = settings.decoding
-    scorer = (load_scorer(decoding.scorer_path, decoding.lm_alpha, decoding.lm_beta, FLAGS.alphabet_config_path,
+    scorer = (load_scorer(decoding.scorer_path, decoding.lm_alpha, decoding.lm_beta,
+                          alphabet_path(FLAGS.alphabet_config_path),
                           FLAGS.bytes_output_mode) if decoding.scorer_path else None)
     return Decoder(settings.model.alphabet, decoding, scorer)
 
@@ -56,6 +58,10 @@ def main(_):
         raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
                              '--export_dir to export or --one_shot_infer to transcribe a file')
     settings = settings_from_flags()
+    logging.log_every_rank('Rank {} of {} computes on: {}'.format(dist.rank, dist.size, distributed.devices(dist)))
+    if not FLAGS.bytes_output_mode:
+        logging.log_info('Alphabet: {} ({} labels)'.format(os.path.abspath(alphabet_path(FLAGS.alphabet_config_path)),
+                                                          settings.model.alphabet.GetSize()))
     try:
         # All input is read and checked before any graph is built or file written: every sample's audio
         # (header only), the same outcome on every rank, before any collective.

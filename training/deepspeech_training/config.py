@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 
 import tensorflow.compat.v1 as tfv1
 
-from .flags import FLAGS, DEFAULT_DATA_HOME, parse_size
+from .flags import FLAGS, DEFAULT_DATA_HOME, alphabet_path, parse_size
 from .precision import enable_in_session_config, mixed_precision_mode
 from .util.text import load_alphabet
 
@@ -146,7 +146,7 @@ def dropout_rates_from_flags():
 
 def config_from_flags():
     """The model Config; creates no files."""
-    alphabet = load_alphabet(FLAGS.alphabet_config_path, FLAGS.bytes_output_mode)
+    alphabet = load_alphabet(alphabet_path(FLAGS.alphabet_config_path), FLAGS.bytes_output_mode)
     return Config(
         alphabet=alphabet,
         n_input=N_INPUT,

@@ -300,6 +300,19 @@ def _elastic_state_class(State):
     return ElasticState
 
 
+def devices(dist):
+    """What `dist`'s rank computes on, for the start-up log: 'GPU 0 (its name)' for each GPU its sessions
+    see (under Horovod the one of its local rank), or 'CPU only'."""
+    gpus = tf.config.list_physical_devices('GPU')
+    visible = dist.visible_gpu()
+    used = [(index, gpu) for index, gpu in enumerate(gpus) if visible == '' or str(index) == visible]
+    if not used:
+        return 'CPU only ({} cores{})'.format(
+            os.cpu_count(), ', no GPU {} among the {} found'.format(visible, len(gpus)) if gpus else '')
+    return ', '.join('GPU {} ({})'.format(index, tf.config.experimental.get_device_details(gpu).get('device_name', gpu.name))
+                     for index, gpu in used)
+
+
 def init(use_horovod, elastic=False):
     if not use_horovod:
         return Single()

@@ -16,7 +16,18 @@ FLAGS = flags.FLAGS
 DEFAULT_DATA_HOME = os.path.join(os.environ.get('XDG_DATA_HOME', os.path.expanduser('~/.local/share')),
                                  'deepspeech')
 LOAD_METHODS = ['auto', 'best', 'last', 'init']
+DEFAULT_ALPHABET = 'data/alphabet.txt'
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 SIZE_UNITS = {'': 1, 'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40}
+
+
+def alphabet_path(path):
+    """The alphabet file `path` names. The default, data/alphabet.txt, is the checkout's where it exists
+    (relative to the working directory, as in DeepSpeech 0.9), else the installed package's own copy, so
+    an installed deepspeech-train needs no alphabet flag in any directory."""
+    if path == DEFAULT_ALPHABET and not os.path.isfile(path):
+        return os.path.join(PACKAGE_DIR, DEFAULT_ALPHABET)
+    return path
 
 
 def create_flags():
@@ -108,7 +119,8 @@ def create_flags():
 
     # Model
     f.DEFINE_integer('n_hidden', 2048, 'width of the hidden layers and LSTM', lower_bound=1)
-    f.DEFINE_string('alphabet_config_path', 'data/alphabet.txt', 'alphabet file: one label per line')
+    f.DEFINE_string('alphabet_config_path', DEFAULT_ALPHABET, 'alphabet file: one label per line (the default: '
+                    'English, the installed package\'s copy when there is no data/alphabet.txt here)')
     f.DEFINE_boolean('bytes_output_mode', False, 'predict UTF-8 bytes instead of alphabet labels')
 
     # Decoding and reports
@@ -243,7 +255,7 @@ def _register_validators():
     flags.register_validator('read_buffer', _size_ok, message='must be a size above 0, e.g. 1MB, 512KB or 4096')
     for name in ['scorer_path', 'one_shot_infer']:
         flags.register_validator(name, lambda path: not path or os.path.isfile(path), message='file not found')
-    flags.register_validator('alphabet_config_path', os.path.isfile,
+    flags.register_validator('alphabet_config_path', lambda path: os.path.isfile(alphabet_path(path)),
                              message='alphabet file not found (DeepSpeech\'s English one is data/alphabet.txt)')
     flags.register_multi_flags_validator(
         ['train_files', 'dev_files', 'early_stop', 'reduce_lr_on_plateau'],

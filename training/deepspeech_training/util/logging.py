@@ -36,6 +36,11 @@ def log_info(message):
         _emit('I', message)
 
 
+def log_every_rank(message):
+    """An info that differs by rank (what it runs on): one line from each rank, not the chief's alone."""
+    _emit('I', message)
+
+
 def log_warn(message):
     _emit('W', message)
 

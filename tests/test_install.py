@@ -1,0 +1,185 @@
+"""Installing: the version ranges against the tested pins, bin/setup.sh's choice of packages (CPU and
+GPU), and the package built as a wheel, installed into a fresh virtual environment and run through
+its console scripts from outside the checkout."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from importlib import metadata
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_command
+
+REQUIREMENTS = ('base', 'horovod', 'lm', 'plotting', 'test', 'gpu')
+CONSOLE_SCRIPTS = ('deepspeech-train', 'deepspeech-transcribe', 'deepspeech-lm-optimizer',
+                   'deepspeech-generate-lm', 'deepspeech-generate-scorer-package')
+
+
+def requirement_lines(name):
+    with open(os.path.join(ROOT, 'requirements', name + '.txt')) as lines:
+        return [Requirement(line) for line in map(str.strip, lines) if line and not line.startswith('#')]
+
+
+def pinned_versions():
+    pins = {}
+    with open(os.path.join(ROOT, 'constraints.txt')) as lines:
+        for line in map(str.strip, lines):
+            if line and not line.startswith('#'):
+                name, version = line.split('==')
+                pins[canonicalize_name(name)] = version
+    return pins
+
+
+@pytest.mark.parametrize('name', REQUIREMENTS)
+def test_every_range_admits_the_tested_version_and_this_environment_has_it(name):
+    """A range that excludes the pinned version, or a pin this environment was not built from, means
+    the tests ran something other than what the package promises."""
+    pins = pinned_versions()
+    for requirement in requirement_lines(name):
+        key = canonicalize_name(requirement.name)
+        assert key in pins, '{} ({}.txt) has no tested version in constraints.txt'.format(requirement, name)
+        assert requirement.specifier.contains(pins[key]), '{} excludes the tested {}'.format(requirement, pins[key])
+        if name != 'gpu':
+            assert metadata.version(requirement.name) == pins[key], 'rebuild the environment: bin/setup.sh'
+
+
+def test_nothing_pins_what_no_code_imports():
+    assert 'pandas' not in pinned_versions()
+
+
+def setup_dry_run(*args, path=None):
+    """bin/setup.sh --dry-run's lines, with `path` as PATH (what it looks for: nvcc, mpicc)."""
+    python39 = os.path.join(sys.base_prefix, 'bin', 'python{}.{}'.format(*sys.version_info[:2]))
+    env = dict(os.environ, DS_PYTHON=python39, PATH=path or os.environ['PATH'])
+    env.pop('DS_GPU', None)
+    env.pop('HOROVOD_GPU_OPERATIONS', None)
+    run = subprocess.run(['bash', os.path.join(ROOT, 'bin', 'setup.sh'), '--dry-run'] + list(args), env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True)
+    return run.stdout.splitlines(), run.stderr
+
+
+def test_setup_dry_run_of_the_cpu_environment_names_the_one_running_the_tests():
+    """The CPU path's packages and key are what built this environment (bin/run_tests.sh runs the
+    tests in the environment bin/setup.sh prints)."""
+    lines, _ = setup_dry_run()
+    assert lines[0].startswith('# CPU TensorFlow, Horovod with Gloo')
+    assert 'tensorflow>=2.15.1,<2.16' in lines and not any('and-cuda' in line for line in lines)
+    assert os.path.realpath(lines[-1]) == os.path.realpath(os.path.join(sys.prefix, 'bin', 'python'))
+
+
+def test_setup_gpu_flag_asks_for_cuda_tensorflow_and_nccl_when_a_cuda_toolkit_is_there(tmp_path):
+    cuda_bin = tmp_path / 'cuda' / 'bin'
+    cuda_bin.mkdir(parents=True)
+    (cuda_bin / 'nvcc').write_text('#!/bin/sh\nexit 0\n')
+    (cuda_bin / 'nvcc').chmod(0o755)
+    cpu, _ = setup_dry_run(path='/usr/bin:/bin')
+    with_cuda, _ = setup_dry_run('--gpu', path='{}:/usr/bin:/bin'.format(cuda_bin))
+    no_cuda, warning = setup_dry_run('--gpu', path='/usr/bin:/bin')
+    assert with_cuda[0].startswith('# GPU TensorFlow (tensorflow[and-cuda]), Horovod with Gloo')
+    assert with_cuda[0].endswith('GPU ops NCCL: pip install -c constraints.txt with')
+    assert 'tensorflow[and-cuda]>=2.15.1,<2.16' in with_cuda and 'tensorflow==2.15.1' in with_cuda
+    assert 'NCCL' not in no_cuda[0] and 'no CUDA toolkit (nvcc) found' in warning
+    # three environments, side by side: a GPU build never replaces the CPU one
+    assert len({cpu[-1], with_cuda[-1], no_cuda[-1]}) == 3
+
+
+@pytest.fixture(scope='module')
+def installed(tmp_path_factory):
+    """A fresh virtual environment with the package installed from a wheel of this checkout.
+
+    The venv is made from this environment's base interpreter and sees this environment's
+    site-packages through a .pth file, and the wheel is installed with --no-deps: TensorFlow and the
+    rest are not downloaded or installed again (minutes and gigabytes), yet the package, its data
+    and its console scripts come from the wheel alone, as for any user's pip install."""
+    root = tmp_path_factory.mktemp('install')
+    source = root / 'source'    # built from a copy: the build writes build/ and *.egg-info beside the code
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        '.git', '__pycache__', 'build', '*.egg-info', '.pytest_cache', '.hypothesis'))
+    run_command([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--no-index',
+                 '-w', root / 'dist', source], timeout=300)
+    wheel, = glob.glob(str(root / 'dist' / 'deepspeech_training-*.whl'))
+    venv = root / 'venv'
+    base_python = os.path.join(sys.base_prefix, 'bin', 'python{}.{}'.format(*sys.version_info[:2]))
+    run_command([base_python, '-m', 'venv', '--without-pip', venv])
+    site_packages, = glob.glob(str(venv / 'lib' / 'python*' / 'site-packages'))
+    with open(os.path.join(site_packages, 'project_env.pth'), 'w') as pth:
+        pth.write(sysconfig.get_paths()['purelib'] + '\n')
+    run_command([venv / 'bin' / 'python', '-m', 'pip', 'install', '--no-deps', '--no-index', wheel])
+    work = root / 'work'        # a working directory with no data/ and no checkout
+    work.mkdir()
+    return {'wheel': wheel, 'venv': venv, 'site_packages': site_packages, 'work': work}
+
+
+@pytest.mark.slow
+def test_wheel_carries_the_package_its_alphabet_and_console_scripts(installed):
+    with zipfile.ZipFile(installed['wheel']) as wheel:
+        names = wheel.namelist()
+        entry_points = wheel.read(next(n for n in names if n.endswith('entry_points.txt'))).decode()
+        requires = wheel.read(next(n for n in names if n.endswith('/METADATA'))).decode()
+    assert 'deepspeech_training/data/alphabet.txt' in names and 'deepspeech_training/lm/generate_lm.py' in names
+    assert not any(name.startswith(('tests/', 'bin/')) for name in names)
+    for script in CONSOLE_SCRIPTS:
+        assert re.search(r'^{} = deepspeech_training\.'.format(script), entry_points, re.M), script
+    assert 'Requires-Dist: tensorflow<2.16,>=2.15.1' in requires
+    assert "Requires-Dist: horovod==0.28.1; extra == \"horovod\"" in requires
+
+
+@pytest.mark.slow
+def test_installed_console_scripts_train_test_and_transcribe_outside_the_checkout(installed):
+    """deepspeech-train from a directory with no data/: the default alphabet is the installed
+    package's, the run says what it computes on (one line, this one process), trains and tests."""
+    venv, work = installed['venv'], installed['work']
+    run = run_command([venv / 'bin' / 'deepspeech-train', '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
+                       '--test_files', SMOKE_CSV, '--n_hidden', 32, '--epochs', 2, '--train_batch_size', 1,
+                       '--checkpoint_dir', work / 'checkpoints', '--summary_dir', work / 'summaries',
+                       '--noshow_progressbar'], cwd=work)
+    packaged = os.path.join(installed['site_packages'], 'deepspeech_training', 'data', 'alphabet.txt')
+    assert 'I Alphabet: {} (28 labels)'.format(packaged) in run.output
+    assert re.findall(r'^.*computes on.*$', run.output, re.M) == [
+        'I Rank 0 of 1 computes on: CPU only ({} cores)'.format(os.cpu_count())]
+    assert re.search(r'Test on {} - WER: [0-9.]+, CER: [0-9.]+, loss: [0-9.]+'.format(re.escape(SMOKE_CSV)),
+                     run.output), run.output[-3000:]
+
+    wav = work / 'hello_world.wav'
+    shutil.copy(os.path.join(SMOKE_DIR, 'hello_world.wav'), wav)
+    run = run_command([venv / 'bin' / 'deepspeech-transcribe', '--src', wav, '--n_hidden', 32,
+                       '--checkpoint_dir', work / 'checkpoints'], cwd=work)
+    assert '{}: '.format(wav) in run.output and (work / 'hello_world.wav.tlog').exists()
+
+    for script in ('deepspeech-generate-lm', 'deepspeech-generate-scorer-package'):
+        run = run_command([venv / 'bin' / script, '--help'], cwd=work)
+        assert 'usage:' in run.output, script
+    run = run_command([venv / 'bin' / 'deepspeech-lm-optimizer', '--helpfull'], cwd=work, check=False)
+    assert '--n_trials' in run.output and '--lm_alpha_max' in run.output
+    run = run_command([venv / 'bin' / 'python', '-m', 'deepspeech_training.train', '--helpfull'], cwd=work,
+                      check=False)
+    assert '--train_files' in run.output and '--alphabet_config_path' in run.output
+
+
+def test_default_alphabet_is_the_checkouts_here_and_the_packages_elsewhere(tmp_path, monkeypatch):
+    from deepspeech_training.flags import PACKAGE_DIR, alphabet_path
+    monkeypatch.chdir(ROOT)
+    assert alphabet_path('data/alphabet.txt') == 'data/alphabet.txt'
+    monkeypatch.chdir(tmp_path)
+    assert alphabet_path('data/alphabet.txt') == os.path.join(PACKAGE_DIR, 'data', 'alphabet.txt')
+    # another missing path stays as given, for the flag's check to name it
+    assert alphabet_path('my/alphabet.txt') == 'my/alphabet.txt'
+
+
+def test_setup_names_a_working_python39_for_an_environment_of_ones_own():
+    """README's `PY39=$(bin/setup.sh --python | tail -n 1)`: a pyenv shim on PATH may not run, the
+    interpreter printed must."""
+    env = dict(os.environ)
+    env.pop('DS_PYTHON', None)
+    python = subprocess.run(['bash', os.path.join(ROOT, 'bin', 'setup.sh'), '--python'], env=env, check=True,
+                            stdout=subprocess.PIPE, universal_newlines=True).stdout.splitlines()[-1]
+    version = subprocess.run([python, '-c', 'import sys, venv; print(sys.version_info[:2])'], check=True,
+                             stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+    assert version == '(3, 9)'

@@ -1,0 +1,72 @@
+"""Search the language model weight (alpha) and word bonus (beta) that give the lowest WER on a dev
+set with optuna, as DeepSpeech 0.9's lm_optimizer.py: deepspeech-lm-optimizer (in a checkout: python
+lm_optimizer.py) --test_files dev.csv --scorer_path kenlm.scorer --checkpoint_dir ... [--n_trials 2400
+--lm_alpha_max 5 --lm_beta_max 5]
+
+The acoustic model runs once on --test_files; its outputs are kept in memory and each trial decodes
+them with its alpha and beta (the log says what the acoustic pass would have added to each trial)."""
+import time
+
+from absl import app, flags
+
+from . import distributed
+from .cli import make_decoder, read_set, run_script
+from .config import settings_from_flags
+from .evaluate import acoustic_outputs, build_evaluation, decode_outputs, summarize
+from .flags import FLAGS, split_files
+from .graph import create_session
+from .trainer import eval_set
+from .util.logging import configure, log_info
+
+try:
+    import optuna
+except ImportError:     # an extra: pip install 'deepspeech_training[lm]'
+    optuna = None
+
+
+def optimize(_):
+    if optuna is None:
+        raise SystemExit('lm_optimizer needs optuna: pip install "deepspeech_training[lm]" (bin/setup.sh installs it)')
+    if not (FLAGS.test_files and FLAGS.scorer_path):
+        raise app.UsageError('give --test_files (a dev set) and --scorer_path')
+    configure(show_progressbar=FLAGS.show_progressbar)
+    settings = settings_from_flags()
+    single = distributed.Single()
+    sets = [eval_set(path, read_set([path], settings.model, FLAGS.limit_test, FLAGS.reverse_test, 'test'),
+                     FLAGS.test_batch_size, single) for path in split_files(FLAGS.test_files)]
+    decoder = make_decoder(settings)
+    forward, iterators, checkpointer, _ = build_evaluation(settings, sets, single)
+    with create_session(single, settings.session) as session:
+        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate)
+        started = time.time()
+        outputs = []
+        for iterator in iterators:
+            iterator.restart(end_epoch=1)
+            outputs.append((list(acoustic_outputs(session, iterator, forward)), iterator.input_set.records))
+        acoustic_seconds = time.time() - started
+
+        def objective(trial):
+            decoder.scorer.reset_params(trial.suggest_float('lm_alpha', 0, FLAGS.lm_alpha_max),
+                                        trial.suggest_float('lm_beta', 0, FLAGS.lm_beta_max))
+            trial_started = time.time()
+            results = [r for o, records in outputs for r in decode_outputs(session, o, records, decoder, single)]
+            if trial.number == 0:
+                log_info('Acoustic model: {:.2f} s once; beam search: {:.2f} s a trial'.format(
+                    acoustic_seconds, time.time() - trial_started))
+            return summarize(results)[0]
+
+        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=FLAGS.random_seed))
+        study.optimize(objective, n_trials=FLAGS.n_trials)
+    log_info('Best params: lm_alpha={} and lm_beta={} with WER={}'.format(
+        study.best_params['lm_alpha'], study.best_params['lm_beta'], study.best_value))
+
+
+def main():
+    flags.DEFINE_float('lm_alpha_max', 5, 'largest language model weight to try')
+    flags.DEFINE_float('lm_beta_max', 5, 'largest word insertion bonus to try')
+    flags.DEFINE_integer('n_trials', 2400, 'number of trials', lower_bound=1)
+    run_script(optimize)
+
+
+if __name__ == '__main__':
+    main()
