@@ -110,7 +110,7 @@ def main(argv=None):
     args = parse_args(argv)
     alphabet = None if args.unlabeled else load_alphabet(args.alphabet_config_path)
     try:
-        records = read_records(args.sources, alphabet, args.read_buffer)
+        records = read_records(args.sources, alphabet)
         validate_sets([('sources', records)], check_config(alphabet, args.read_buffer), Single())
         write(args, records)
     except (DataError, FileExistsError, convert.ConvertError) as error:

@@ -14,7 +14,8 @@ import opuslib
 import pytest
 import soundfile
 
-from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_command, run_deepspeech, run_horovod, tiny_model_flags
+from conftest import (ROOT, SMOKE_CSV, SMOKE_DIR, TRACE, make_corpus, run_command, run_deepspeech, run_horovod,
+                      tiny_model_flags, traced_calls)
 from deepspeech_training.data import sdb
 from deepspeech_training.data.audio import RecordAudio
 from deepspeech_training.data.samples import DataError, read_sources
@@ -291,6 +292,51 @@ def test_two_ranks_train_on_sdb_and_csv_mixed_and_test_on_sdb(wav_sdb, tmp_path)
                       '--dev_files', wav_sdb, '--test_files', opus_sdb, '--epochs', 1)
     assert 'Checked the audio of 12 sample(s) (9 distinct)' in run.output
     assert 'Finished training epoch 0' in run.output and 'Test on {} - WER'.format(opus_sdb) in run.output
+
+
+READ_CALL = re.compile(r'^(\d+)\s+(?:(p?readv?|pread64|preadv2?)\((\d+)<([^>]*)>.*?|<\.\.\. (\w+) resumed>.*?)'
+                       r'(?:<unfinished \.\.\.>|\)\s+=\s+(-?\d+).*)$')
+
+
+def bytes_read(calls, path):
+    """Bytes the traced reads (strace -y) returned from `path`, following calls a thread switch split."""
+    total, pending = 0, {}
+    for line in calls:
+        match = READ_CALL.match(line)
+        if not match:
+            continue
+        pid, _, _, file, resumed, result = match.groups()
+        if resumed:
+            file = pending.pop(pid, None)
+        elif result is None:
+            pending[pid] = file
+            continue
+        if file == str(path) and result and int(result) > 0:
+            total += int(result)
+    return total
+
+
+@pytest.mark.slow
+def test_each_of_two_ranks_reads_at_most_its_share_of_an_sdb_and_one_batch(tmp_path):
+    """The records are cut per rank before any audio is read: over a run of one epoch each rank reads its
+    half of the database plus at most one batch (the index, entry lengths, transcripts and audio headers
+    that every rank reads at start are a few dozen bytes a sample)."""
+    corpus = make_corpus(tmp_path / 'corpus', 16, 5)
+    database = tmp_path / 'train.sdb'
+    assert tool('--audio_type', 'wav', corpus / 'train.csv', database) == 0
+    trace_dir = tmp_path / 'traces'
+    trace_dir.mkdir()
+    batch = 2
+    run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', database, '--train_batch_size', batch,
+                '--epochs', 1, wrapper=[TRACE], timeout=300,
+                env={'TRACE_DIR': str(trace_dir), 'TRACE_CALLS': 'read,pread64,readv,preadv,preadv2',
+                     'TRACE_OPTIONS': '-y -s 0'})
+    with sdb.Database(str(database)) as opened:
+        largest = sorted((opened.entry(offset, audio_bytes=0).size for offset in opened.offsets), reverse=True)
+    bound = database.stat().st_size / 2 + sum(largest[:batch])
+    read = [bytes_read(traced_calls(trace_dir, rank), database) for rank in range(2)]
+    # each rank trains on 3 batches of 2 of the 12 samples of train.csv: more than a quarter of the file
+    assert all(database.stat().st_size / 4 < r <= bound for r in read), (read, bound)
 
 
 def test_a_bad_sample_stops_the_tool_naming_source_and_row_and_writes_nothing(tmp_path, capsys):
