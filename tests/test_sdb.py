@@ -1,13 +1,17 @@
 """Sample databases (.sdb) as DeepSpeech 0.9 and Coqui STT write them, WebDataset-style tar shards, and
 bin/data_set_tool.py: real speech (the bundled smoke-test utterances), real Opus (libopus through
 opuslib), real training runs."""
+import contextlib
 import csv
+import functools
+import http.server
 import io
 import os
 import re
 import struct
 import sys
 import tarfile
+import threading
 
 import numpy as np
 import opuslib
@@ -117,6 +121,44 @@ def write_shards(folder):
                 text.size = len(row['transcript'].encode())
                 tar.addfile(text, io.BytesIO(row['transcript'].encode()))
     return folder
+
+
+class RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves `Range: bytes=first-last` requests as nginx or an object store does (Python 3.9's handler
+    always sends whole files: it stands for a server without Range support)."""
+
+    def send_head(self):
+        wanted = re.fullmatch(r'bytes=(\d+)-(\d+)', self.headers.get('Range', ''))
+        if not wanted:
+            return super().send_head()
+        try:
+            with open(self.translate_path(self.path), 'rb') as served:
+                data = served.read()
+        except OSError:
+            self.send_error(404, 'File not found')
+            return None
+        first, last = int(wanted.group(1)), min(int(wanted.group(2)), len(data) - 1)
+        self.send_response(206)
+        self.send_header('Content-Range', 'bytes {}-{}/{}'.format(first, last, len(data)))
+        self.send_header('Content-Length', str(last + 1 - first))
+        self.end_headers()
+        return io.BytesIO(data[first:last + 1])
+
+    def log_message(self, *_):
+        pass
+
+
+@contextlib.contextmanager
+def serving(folder, handler=RangeHandler):
+    """`folder` on a local HTTP server (a thread of this process) for the block: its base URL."""
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(handler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield 'http://127.0.0.1:{}'.format(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope='module')
@@ -253,13 +295,17 @@ def test_bad_sdb_shard_or_sdb_named_csv_stop_training_before_anything_is_written
 @pytest.fixture(scope='module')
 def trained(wav_sdb, shards, tmp_path_factory):
     """One step of training (all three utterances in one batch) and a test, from the CSV, from the
-    lossless .sdb made of it and from its tar shards (a brace pattern to train, a glob to test)."""
+    lossless .sdb made of it and from its tar shards (a brace pattern to train, a glob to test), and from
+    those shards on an HTTP server (a brace pattern of URLs)."""
     outputs = {}
-    for name, source in (('csv', SMOKE_CSV), ('sdb', str(wav_sdb)), ('tar', str(shards / 'shard-{000..001}.tar'))):
-        tmp_path = tmp_path_factory.mktemp(name)
-        test_source = source.replace('{000..001}', '*')
-        outputs[name] = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', source, '--train_batch_size', 3,
-                                       '--epochs', 1, '--test_files', test_source, '--read_buffer', '64KB').output
+    with serving(shards) as url:
+        for name, source in (('csv', SMOKE_CSV), ('sdb', str(wav_sdb)), ('tar', str(shards / 'shard-{000..001}.tar')),
+                             ('http', url + '/shard-{000..001}.tar')):
+            tmp_path = tmp_path_factory.mktemp(name)
+            test_source = source.replace('{000..001}', '*') if name == 'tar' else source
+            outputs[name] = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', source, '--train_batch_size',
+                                           3, '--epochs', 1, '--test_files', test_source, '--read_buffer',
+                                           '64KB').output
     return outputs
 
 
@@ -268,7 +314,7 @@ def reported(pattern, output):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('kind', ['sdb', 'tar'])
+@pytest.mark.parametrize('kind', ['sdb', 'tar', 'http'])
 def test_training_from_sdb_or_shards_gives_the_first_step_loss_of_their_csv(trained, kind):
     step_loss = r'Finished training epoch 0 - loss: ([0-9.]+)'
     assert reported(step_loss, trained[kind]) == reported(step_loss, trained['csv'])
@@ -373,6 +419,55 @@ def test_shards_by_pattern_load_with_their_audio_and_convert(shards, tmp_path, a
     assert tool('--audio_type', 'wav', shards / 'shard-*.tar', tmp_path / 'from_shards.sdb') == 0
     assert (tmp_path / 'from_shards.sdb').read_bytes() == hand_built_sdb(
         [(smoke_wav_bytes(r), r['transcript']) for r in smoke_rows()], sdb.WAV)
+
+
+def test_shards_over_http_load_as_on_disk_and_a_server_without_ranges_or_the_file_is_named(shards, alphabet):
+    local = read_sources([str(shards / 'shard-{000..001}.tar')], alphabet)
+    reader = RecordAudio(parse_size('1MB'))
+    with serving(shards) as url:
+        remote = read_sources([url + '/shard-{000..001}.tar'], alphabet)
+        assert [(r.transcript, r.offset, r.length) for r in remote] == [(r.transcript, r.offset, r.length)
+                                                                          for r in local]
+        reader.load(remote)
+        assert [reader.raw(r) for r in remote] == [reader.raw(r) for r in local]
+        with pytest.raises(DataError, match=re.escape('{}/missing.tar: HTTP error 404'.format(url))):
+            read_sources([url + '/missing.tar'], alphabet)
+    reader.close()
+    with serving(shards, http.server.SimpleHTTPRequestHandler) as url:
+        with pytest.raises(DataError, match=re.escape('{}/shard-000.tar: the server answered a Range request with '
+                                                      'status 200'.format(url))):
+            read_sources([url + '/shard-000.tar'], alphabet)
+
+
+def test_csv_to_tar_shards_writes_webdataset_pairs_that_load_as_the_csv(tmp_path, alphabet):
+    assert tool(SMOKE_CSV, tmp_path / 'smoke-{000..001}.tar') == 0
+    assert tool(SMOKE_CSV, tmp_path / 'one.tar') == 0
+    assert sorted(os.listdir(str(tmp_path))) == ['one.tar', 'smoke-000.tar', 'smoke-001.tar']
+    with tarfile.open(str(tmp_path / 'smoke-000.tar')) as tar:
+        assert tar.getnames() == ['sample00000000.wav', 'sample00000000.txt', 'sample00000001.wav',
+                                  'sample00000001.txt']
+    reader = RecordAudio(parse_size('1MB'))
+    expected = sorted((r['transcript'], smoke_wav_bytes(r)) for r in smoke_rows())
+    for source in (str(tmp_path / 'smoke-{000..001}.tar'), str(tmp_path / 'one.tar')):
+        assert sorted((r.transcript, reader.raw(r)[1]) for r in read_sources([source], alphabet)) == expected
+    reader.close()
+
+
+def test_a_failed_tar_conversion_leaves_no_shard(tmp_path, capsys):
+    """The third sample's Opus packets are cut (its header is fine, so it passes the check at start): the
+    conversion fails after the first shard got its samples, and no shard, whole or partial, is left."""
+    source = tmp_path / 'opus.sdb'
+    assert tool(SMOKE_CSV, source) == 0
+    data = bytearray(source.read_bytes())
+    offset = layout(data)[2][2]
+    struct.pack_into('>H', data, offset + 8 + 10, 0xffff)  # entry and audio lengths, Opus header, 1st packet
+    source.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert tool(source, tmp_path / 'out-{000..001}.tar') == 1
+    assert '{}: sample 2 (at byte {}): cannot convert'.format(source, offset) in ''.join(capsys.readouterr())
+    assert tool(SMOKE_CSV, tmp_path / 'out-*.tar') == 1
+    assert 'a target names its shards by a range such as' in ''.join(capsys.readouterr())
+    assert os.listdir(str(tmp_path)) == ['opus.sdb']
 
 
 def test_a_shard_sample_without_transcript_is_named(tmp_path, alphabet):

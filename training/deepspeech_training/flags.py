@@ -8,6 +8,7 @@ import re
 
 from absl import flags
 
+from .data.byte_ranges import is_url
 from .data.tar_shards import expand_all
 from .model import LSTM_IMPLS
 
@@ -197,8 +198,9 @@ def _dropout_ok(value):
 
 
 def _existing_files(csv_list):
-    """Every file exists; a pattern of tar shards names at least one."""
-    return all(os.path.isfile(p) for p in expand_all(split_files(csv_list)))
+    """Every file exists; a pattern of tar shards names at least one. (An http(s) URL is checked when its
+    shard is read, with the server's answer in the message.)"""
+    return all(is_url(p) or os.path.isfile(p) for p in expand_all(split_files(csv_list)))
 
 
 def parse_size(text):
