@@ -20,7 +20,7 @@ import soundfile
 
 from conftest import (ROOT, SMOKE_CSV, SMOKE_DIR, TRACE, make_corpus, run_command, run_deepspeech, run_horovod,
                       tiny_model_flags, traced_calls)
-from deepspeech_training.data import sdb
+from deepspeech_training.data import byte_ranges, sdb
 from deepspeech_training.data.audio import RecordAudio
 from deepspeech_training.data.samples import DataError, read_sources
 from deepspeech_training.data.validation import validate_sets
@@ -383,6 +383,35 @@ def test_each_of_two_ranks_reads_at_most_its_share_of_an_sdb_and_one_batch(tmp_p
     read = [bytes_read(traced_calls(trace_dir, rank), database) for rank in range(2)]
     # each rank trains on 3 batches of 2 of the 12 samples of train.csv: more than a quarter of the file
     assert all(database.stat().st_size / 4 < r <= bound for r in read), (read, bound)
+
+
+class RecordingFile(byte_ranges.LocalFile):
+    """A LocalFile that lists the reads made of it."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.reads = []
+
+    def pread(self, offset, size):
+        self.reads.append((offset, size))
+        return super().pread(offset, size)
+
+
+def test_a_batch_is_read_in_ascending_offsets_neighbours_merged_up_to_the_read_buffer(wav_sdb):
+    with sdb.Database(str(wav_sdb)) as database:
+        entries = [(offset, database.entry(offset, audio_bytes=0).size) for offset in database.offsets]
+    (first, n0), (second, n1), (third, n2) = entries       # side by side in the file
+    source = RecordingFile(str(wav_sdb))
+    found = byte_ranges.read_ranges(source, [(third, n2), (first, n0), (second, n1)], 1 << 20)
+    assert source.reads == [(first, n0 + n1 + n2)]
+    assert found == {offset: wav_sdb.read_bytes()[offset:offset + n] for offset, n in entries}
+    source.reads = []
+    byte_ranges.read_ranges(source, [(third, n2), (first, n0)], 1 << 20)     # not neighbours: two reads
+    assert source.reads == [(first, n0), (third, n2)]
+    source.reads = []
+    byte_ranges.read_ranges(source, entries, n0 + n1)                      # the buffer bounds a read
+    assert source.reads == [(first, n0 + n1), (third, n2)]
+    source.close()
 
 
 def test_a_bad_sample_stops_the_tool_naming_source_and_row_and_writes_nothing(tmp_path, capsys):
