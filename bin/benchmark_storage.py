@@ -12,18 +12,22 @@ the round trip the relay adds is measured with 1-byte pings and printed). Every 
 from a fresh mount (nothing cached), as a new job on a cluster would.
 
 Per configuration:
-  * input s/epoch: the input pipeline alone (records, then read audio -> features -> batches, no
-    model) over one epoch of each rank's batches, the ranks as concurrent processes; the slowest rank;
+  * input s/epoch: the input pipeline alone (read audio -> features -> batches, no model; the records
+    are read before) over one epoch of each rank's batches, the ranks as concurrent processes; the
+    slowest rank;
+    "of train epoch": that against the training run's epoch (s/step x steps), which it runs ahead of;
   * s/step: a real training run (DeepSpeech.py, horovodrun for 2 ranks), measured as
     bin/benchmark_training.py measures it (step_loss event times, warm-up steps left out), and its
-    ratio to local WAV files with as many ranks; 1st step s: launch to the first step (records, audio
-    check, graph).
+    ratio to local WAV files with as many ranks, run again at the start of each latency's block (the
+    machine may be shared: a baseline minutes away from what it is compared with), the median over
+    --repeats; 1st step s: launch to the first step (records, audio check, graph).
 Writes <out_dir>/storage.txt, storage.json and storage.png. The machine may be shared: the load
 average is printed and kept beside the numbers; ratios from one run are what to compare.
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,7 +42,8 @@ from benchmark_training import ROOT, fmt  # noqa: E402
 FORMATS = {'wav': 'train.csv', 'sdb-wav': 'train-wav.sdb', 'sdb-opus': 'train-opus.sdb', 'tar': 'train.tar'}
 CONVERT = {'sdb-wav': ['--audio_type', 'wav'], 'sdb-opus': ['--audio_type', 'opus'], 'tar': []}
 COLUMNS = [('configuration', 'label', '{}'), ('RTT ms', 'measured_rtt_ms', '{:.2f}'),
-           ('input s/epoch', 'input_s_per_epoch', '{:.2f}'), ('timed steps', 'timed_steps', '{:.0f}'),
+           ('input s/epoch', 'input_s_per_epoch', '{:.2f}'), ('of train epoch', 'input_share', '{:.0%}'),
+           ('timed steps', 'timed_steps', '{:.0f}'),
            ('s/step', 'median_step_s', '{:.3f}'), ('vs local', 'ratio', '{:.2f}x'),
            ('1st step s', 'time_to_first_step_s', '{:.1f}')]
 
@@ -92,15 +97,19 @@ def timed_input(source, size, batch_size, timeout):
     return max(seconds)
 
 
-def measure(index, name, source, size, args, records, mount):
+def measure(index, repeat, name, source, size, args, records, mount):
     """One configuration: its input pass and its training run, each on a fresh `mount()` (a context
     manager: the corpus folder, mounted or local)."""
     with mount() as folder:
         input_s = timed_input(os.path.join(folder, source), size, args.batch_size, args.timeout)
     config = dict(np=str(size), h=str(args.n_hidden), b=str(args.batch_size))
     with mount() as folder:
-        result = benchmark_training.run_config(index, 0, config, os.path.join(folder, source), records, args)
+        result = benchmark_training.run_config(index, repeat, config, os.path.join(folder, source), records, args)
     result.update(label='{} np={}'.format(name, size), np=size, input_s_per_epoch=input_s)
+    if result.get('median_step_s') and result.get('steps'):
+        # what reading costs against what training the same epoch takes: the pipeline runs ahead of the
+        # steps (tf.data prefetch), so a share well under 100 % is hidden behind them on a free core
+        result['input_share'] = input_s / (result['median_step_s'] * result['steps'])
     print('    input {:.2f} s/epoch'.format(input_s), flush=True)
     return result
 
@@ -149,6 +158,8 @@ def main(argv=None):
     parser.add_argument('--corpus_dir', default=os.path.join(tempfile.gettempdir(), 'deepspeech_storage_corpus'))
     parser.add_argument('--out_dir', default='benchmark_storage_results')
     parser.add_argument('--warmup_steps', type=int, default=2, help='first steps left out of the step times')
+    parser.add_argument('--repeats', type=int, default=1, help='runs of every configuration (round robin); the '
+                        'table gives medians, "vs local" the median of the ratios of each repeat')
     parser.add_argument('--timeout', type=float, default=900, help='seconds before a run is killed')
     parser.add_argument('--input_pass', help=argparse.SUPPRESS)     # internal: one rank's input pass
     parser.add_argument('--size', type=int, default=1, help=argparse.SUPPRESS)
@@ -168,7 +179,7 @@ def main(argv=None):
         sys.exit('error: a networked filesystem (sshfs between network namespaces): ' + reason)
     rtts = [float(r) for r in args.rtts.split(',') if r.strip()]
     sizes = [int(n) for n in args.np.split(',') if n.strip()]
-    args.epochs, args.repeats = 1, 1     # what benchmark_training.run_config reads besides
+    args.epochs = 1     # what benchmark_training.run_config reads besides
     args.out_dir = os.path.abspath(args.out_dir)
     os.makedirs(args.out_dir, exist_ok=True)
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -182,30 +193,38 @@ def main(argv=None):
     print('corpus: {} train utterances; MB: {}'.format(len(records), ', '.join(
         '{} {:.1f}'.format(f, mb) for f, mb in sizes_mb.items())), flush=True)
     mountpoint = os.path.join(args.out_dir, 'mnt')
-    results, measured = [], {}
+    # each latency's block starts with its own local baseline, and the blocks run round robin --repeats
+    # times: a ratio compares runs minutes apart, so a change in the load of the (shared) machine shows
+    # less in it
+    configs = [(rtt, name, size) for rtt in rtts for name in ['local'] + formats for size in sizes]
+    runs, measured = [[] for _ in configs], {}
     with netns_sshfs.ssh_server(os.path.join(args.out_dir, 'sshd')) as server:
-        index = 0
-        for size in sizes:
-            results.append(measure(index, 'local wav', FORMATS['wav'], size, args, records,
-                                   lambda: _local(corpus_dir)))
-            results[-1].update(format='wav', rtt_ms=None)
-            index += 1
-        for rtt in rtts:
-            measured[rtt] = server.added_rtt_ms(rtt)
-            print('{} ms added: a round trip hostA -> hostB takes {:.3f} ms through the relay, {:.3f} ms through '
-                  'one adding nothing'.format(rtt, *measured[rtt]), flush=True)
-            for name in formats:
-                for size in sizes:
-                    result = measure(index, 'sshfs {} ms {}'.format(rtt, name), FORMATS[name], size, args, records,
-                                     lambda: server.mount(corpus_dir, mountpoint, rtt))
-                    result.update(format=name, rtt_ms=rtt, measured_rtt_ms=measured[rtt][0])
-                    results.append(result)
-                    index += 1
-    local = {r['np']: r for r in results if r['rtt_ms'] is None}
-    for result in results:
-        base = local[result['np']].get('median_step_s')
-        if result.get('median_step_s') and base:
-            result['ratio'] = result['median_step_s'] / base
+        for repeat in range(args.repeats):
+            for index, (rtt, name, size) in enumerate(configs):
+                if rtt not in measured:
+                    measured[rtt] = server.added_rtt_ms(rtt)
+                    print('{} ms added: a round trip hostA -> hostB takes {:.3f} ms through the relay, {:.3f} ms '
+                          'through one adding nothing'.format(rtt, *measured[rtt]), flush=True)
+                if name == 'local':
+                    run = measure(index, repeat, 'local wav', FORMATS['wav'], size, args, records,
+                                  lambda: _local(corpus_dir))
+                    run.update(label='local wav np={} (for {} ms)'.format(size, rtt), format='wav', rtt_ms=None)
+                else:
+                    run = measure(index, repeat, 'sshfs {} ms {}'.format(rtt, name), FORMATS[name], size, args,
+                                  records, lambda: server.mount(corpus_dir, mountpoint, rtt))
+                    run.update(format=name, rtt_ms=rtt, measured_rtt_ms=measured[rtt][0])
+                runs[index].append(run)
+                base = runs[configs.index((rtt, 'local', size))][repeat].get('median_step_s')
+                if run.get('median_step_s') and base:
+                    run['ratio'] = run['median_step_s'] / base
+    results = []
+    for config_runs in runs:
+        result = benchmark_training.median_of_runs(config_runs)
+        for key in ('ratio', 'input_s_per_epoch', 'input_share'):
+            values = [run[key] for run in config_runs if run.get(key) is not None]
+            result[key] = statistics.median(values) if values else None
+            result['repeats_' + key] = values
+        results.append(result)
     load_after = os.getloadavg()
     text = benchmark_training.table(results, COLUMNS)
     summary = target_summary(results, max(rtts)) if rtts else ''
@@ -213,7 +232,7 @@ def main(argv=None):
                   corpus=dict(dir=corpus_dir, train_utterances=len(records), mb=sizes_mb),
                   added_rtt_ms={str(k): dict(through_relay=v[0], through_zero_relay=v[1]) for k, v in measured.items()},
                   settings=dict(n_hidden=args.n_hidden, batch_size=args.batch_size, rtts=rtts, np=sizes,
-                                formats=formats, warmup_steps=args.warmup_steps),
+                                formats=formats, warmup_steps=args.warmup_steps, repeats=args.repeats),
                   command=[os.path.relpath(os.path.abspath(__file__), ROOT)] + (argv or sys.argv[1:]),
                   results=results, target=summary, total_s=time.time() - started)
     with open(os.path.join(args.out_dir, 'storage.json'), 'w') as out:
