@@ -461,6 +461,9 @@ def test_shards_over_http_load_as_on_disk_and_a_server_without_ranges_or_the_fil
         assert [reader.raw(r) for r in remote] == [reader.raw(r) for r in local]
         with pytest.raises(DataError, match=re.escape('{}/missing.tar: HTTP error 404'.format(url))):
             read_sources([url + '/missing.tar'], alphabet)
+        with pytest.raises(DataError, match=re.escape('{}/train.csv: only sample databases (.sdb) and tar shards'
+                                                      .format(url))):
+            read_sources([url + '/train.csv'], alphabet)
     reader.close()
     with serving(shards, http.server.SimpleHTTPRequestHandler) as url:
         with pytest.raises(DataError, match=re.escape('{}/shard-000.tar: the server answered a Range request with '

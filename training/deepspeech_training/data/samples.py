@@ -6,7 +6,7 @@ import csv
 import os
 from dataclasses import dataclass
 
-from . import opus, sdb, tar_shards
+from . import byte_ranges, opus, sdb, tar_shards
 from ..util.text import TranscriptError, transcript_to_labels
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
@@ -228,6 +228,9 @@ def read_tar(path, alphabet):
 def read_one(path, alphabet):
     if sdb.is_sdb(path):
         return read_sdb(path, alphabet)
+    if byte_ranges.is_url(path) and not tar_shards.is_tar(path):
+        raise DataError(['{}: only sample databases (.sdb) and tar shards (.tar) are read from a URL; a CSV and '
+                         'its WAV files must be on a filesystem'.format(path)])
     return read_tar(path, alphabet) if tar_shards.is_tar(path) else read_csv(path, alphabet)
 
 

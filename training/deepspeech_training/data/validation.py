@@ -3,8 +3,9 @@ in seconds instead of hours into an epoch (or, with --skip_invalid_samples, is l
 
 Only file headers are read (soundfile.info), never the samples, so a pass costs a few milliseconds per
 1,000 files on a local disk; headers are read by a thread pool, which pays on network filesystems.
-A sample of a sample database (.sdb) or tar shard is read whole from its file (a .sdb entry is checked
-too) and its header taken from its bytes: the WAV header, or the Opus framing's header and packet lengths.
+Of a sample in a sample database (.sdb) or tar shard only its header is read too (its .sdb entry's
+lengths are checked): the WAV file's chunks, or the Opus framing's header (its packets are checked when
+decoded), so a rank reads no audio at start, and on a networked filesystem a header costs a round trip.
 A sample is invalid when its audio file is missing or unreadable, empty (0 bytes, or a header without
 samples), not an audio file libsndfile can decode (corrupt, or e.g. a text file), at another rate than
 --audio_sample_rate while --normalize_sample_rate is off, not mono, or too short for its transcript
