@@ -78,6 +78,14 @@ def test_small_runs_benchmark_times_the_overfit_job_per_revision_with_a_breakdow
         assert float(re.search(r'^{} +([\d.]+)$'.format(kind), run.output, re.M).group(1)) > 0, run.output
 
 
+def cmdline(pid):
+    try:
+        with open('/proc/{}/cmdline'.format(pid), 'rb') as proc:
+            return proc.read().replace(b'\0', b' ').decode(errors='replace')
+    except OSError:         # gone meanwhile
+        return ''
+
+
 def test_storage_benchmark_trains_from_local_disk_and_from_sshfs_with_added_latency(tmp_path):
     """Tiny: 6 train utterances, one latency, one rank, WAV files and a .sdb over sshfs."""
     reason = netns_sshfs.unavailable()
@@ -99,6 +107,8 @@ def test_storage_benchmark_trains_from_local_disk_and_from_sshfs_with_added_late
     # the networked runs read through the mount, which is gone afterwards
     assert str(out / 'mnt') in ' '.join(map(str, report['results'][1]['command']))
     assert not netns_sshfs.is_mounted(out / 'mnt')
+    assert not [pid for pid in os.listdir('/proc') if pid.isdigit() and str(out / 'sshd') in cmdline(pid)], \
+        'an ssh client (or its relay) of the benchmark outlived its mount'
     table = (out / 'storage.txt').read_text()
     assert 'target (.sdb or tar at 2.0 ms, np=1' in table and 'load average' in table
     assert (out / 'storage.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'

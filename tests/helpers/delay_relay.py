@@ -59,8 +59,10 @@ def relay(rtt_ms, host, port):
     connection = socket.create_connection((host, port))
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     one_way = rtt_ms / 2000.0
+    # stdin's end is ssh's: it closes it when done, so the relay ends with it (waiting for the server to
+    # close too would leave it, and ssh, behind whenever the server's host is gone first)
     upstream = threading.Thread(target=delayed_pump, daemon=True, args=(
-        lambda: os.read(0, CHUNK), connection.sendall, one_way, lambda: connection.shutdown(socket.SHUT_WR)))
+        lambda: os.read(0, CHUNK), connection.sendall, one_way, lambda: os._exit(0)))
     upstream.start()
     delayed_pump(lambda: connection.recv(CHUNK), lambda data: write_all(1, data), one_way, lambda: None)
 

@@ -12,6 +12,7 @@ openssh-server needed: see unavailable()).
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,9 @@ PidFile {dir}/sshd.pid
 Subsystem sftp internal-sftp
 '''
 SSH_COMMAND = '''#!/bin/sh
-# ssh as sshfs calls it, run on {client}, through a relay adding {rtt} ms of round trip
+# ssh as sshfs calls it, run on {client}, through a relay adding {rtt} ms of round trip; its pid (the
+# same through both execs) in {pid_file}: ssh outlives an unmount, so the mount's end stops it
+echo $$ > {pid_file}
 exec ip netns exec {client} ssh -i {dir}/client_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \\
     -o BatchMode=yes -o LogLevel=ERROR -o ProxyCommand="{python} {relay} {rtt} %h %p" "$@"
 '''
@@ -116,7 +119,8 @@ def ssh_server(work_dir):
 def _mounted(server, folder, mountpoint, rtt_ms):
     command = os.path.join(server.dir, 'ssh_rtt{}'.format(rtt_ms))
     with open(command, 'w') as script:
-        script.write(SSH_COMMAND.format(client=CLIENT, dir=server.dir, python=sys.executable, relay=RELAY, rtt=rtt_ms))
+        script.write(SSH_COMMAND.format(client=CLIENT, dir=server.dir, python=sys.executable, relay=RELAY, rtt=rtt_ms,
+                                        pid_file=command + '.pid'))
     os.chmod(command, 0o755)
     os.makedirs(mountpoint, exist_ok=True)
     subprocess.run(['sshfs', '-o', 'ssh_command=' + command, '{}:{}'.format(netns_hosts.HOSTS[SERVER], folder),
@@ -128,6 +132,9 @@ def _mounted(server, folder, mountpoint, rtt_ms):
             if subprocess.run(['fusermount3', '-u', mountpoint], stderr=subprocess.DEVNULL).returncode == 0:
                 break
             time.sleep(0.2)
+        with contextlib.suppress(OSError, ValueError):     # its relay ends with it (stdin closed)
+            with open(command + '.pid') as pid_file:
+                os.kill(int(pid_file.read()), signal.SIGTERM)
 
 
 def is_mounted(path):
