@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Build a sample set (a sample database .sdb, or a CSV with its WAV files) from CSV and .sdb sources.
+"""Build a sample set (a sample database .sdb, WebDataset tar shards, or a CSV with its WAV files) from CSV,
+.sdb and tar shard sources.
 
 DeepSpeech 0.9's tool of the same name and options: `data_set_tool.py SOURCES... TARGET`. The samples
 keep the order of their sources. They are checked as training checks them (transcripts against the
@@ -9,6 +10,7 @@ target appears only when complete.
     $PY bin/data_set_tool.py my/train.csv my/train.sdb                     # Opus inside (DeepSpeech's default)
     $PY bin/data_set_tool.py --audio_type wav my/train.csv my/train.sdb    # lossless
     $PY bin/data_set_tool.py my/train.sdb my/unpacked.csv                  # back to CSV + my/unpacked/*.wav
+    $PY bin/data_set_tool.py my/train.csv 'my/train-{000..009}.tar'        # 10 WebDataset shards (WAV)
 """
 import argparse
 import contextlib
@@ -18,7 +20,7 @@ from multiprocessing import Pool
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
 from deepspeech_training.config import N_CONTEXT, N_INPUT, Config  # noqa: E402
-from deepspeech_training.data import convert, sdb  # noqa: E402
+from deepspeech_training.data import convert, sdb, tar_shards  # noqa: E402
 from deepspeech_training.data.audio import RecordAudio  # noqa: E402
 from deepspeech_training.data.samples import DEFAULT_READ_BUFFER, DataError, read_records  # noqa: E402
 from deepspeech_training.data.validation import validate_sets  # noqa: E402
@@ -34,9 +36,9 @@ SAMPLE_RATE = 16000     # as training checks by default: 32 ms windows, 20 ms st
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('sources', nargs='+', help='CSV and/or .sdb files')
+    parser.add_argument('sources', nargs='+', help='CSV files, .sdb files, tar shards (paths or patterns)')
     parser.add_argument('target', help='the .sdb or .csv file to write (a .csv gets its WAV files in the folder '
-                                       'of its name)')
+                                       'of its name), or tar shards: x.tar, or x-{000..009}.tar for ten')
     # DeepSpeech 0.9 spells these with dashes; this project's flags use underscores: both work.
     parser.add_argument('--audio_type', '--audio-type', default='opus', choices=sorted(AUDIO_TYPES),
                         help='audio inside a target .sdb (default opus, as DeepSpeech; wav is lossless)')
@@ -51,8 +53,11 @@ def parse_args(argv=None):
     parser.add_argument('--read_buffer', type=parse_size, default=DEFAULT_READ_BUFFER,
                         help='buffer for reading and writing .sdb files, e.g. 1MB (default)')
     args = parser.parse_args(argv)
-    if os.path.splitext(args.target)[1].lower() not in ('.sdb', '.csv'):
-        parser.error('the target must be a .sdb or a .csv file, not {}'.format(args.target))
+    if os.path.splitext(args.target)[1].lower() not in ('.sdb', '.csv', '.tar'):
+        parser.error('the target must be a .sdb, .csv or .tar file (or x-{{000..009}}.tar: ten shards), not {}'
+                     .format(args.target))
+    if tar_shards.is_tar(args.target) and args.unlabeled:
+        parser.error('--unlabeled: a tar shard holds each sample as <key>.wav + <key>.txt; write a .sdb or .csv')
     if args.workers is not None and args.workers < 1:
         parser.error('--workers must be at least 1')
     return args
@@ -95,8 +100,12 @@ def write(args, records):
     target_is_sdb = sdb.is_sdb(args.target)
     target_type = AUDIO_TYPES[args.audio_type] if target_is_sdb else sdb.WAV
     labeled = not args.unlabeled
-    target = (convert.sdb_target(args.target, target_type, labeled, args.read_buffer) if target_is_sdb
-              else convert.csv_target(args.target, labeled, args.absolute_paths))
+    if target_is_sdb:
+        target = convert.sdb_target(args.target, target_type, labeled, args.read_buffer)
+    elif tar_shards.is_tar(args.target):
+        target = convert.tar_target(args.target, len(records))
+    else:
+        target = convert.csv_target(args.target, labeled, args.absolute_paths)
     progress = Progress('Writing {}'.format(args.target), len(records), unit='Samples', show_loss=False)
     start = (args.read_buffer, target_type, args.bitrate)
     with target as add, contextlib.closing(converted_samples(records, args.workers, start)) as samples:
@@ -110,10 +119,10 @@ def main(argv=None):
     args = parse_args(argv)
     alphabet = None if args.unlabeled else load_alphabet(args.alphabet_config_path)
     try:
-        records = read_records(args.sources, alphabet, args.read_buffer)
+        records = read_records(args.sources, alphabet)
         validate_sets([('sources', records)], check_config(alphabet, args.read_buffer), Single())
         write(args, records)
-    except (DataError, FileExistsError, convert.ConvertError) as error:
+    except (DataError, FileExistsError, convert.ConvertError, convert.TargetError) as error:
         log_error(str(error))
         return 1
     log_info('Wrote {} sample(s) to {}'.format(len(records), args.target))

@@ -43,7 +43,8 @@ pip_quietly() { "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored" >&2); }
 # Debian packages: real speech for tests (espeak-ng, sox, ffmpeg), audio I/O (libsndfile1), the
 # Horovod build (cmake, g++), an MPI, strace (tests watch which rank touches which file), and what KenLM's lmplz/build_binary build needs.
 # iproute2 (ip netns, tc): the two-host tests and bin/benchmark_network.py. libopus0: Opus in .sdb files (opuslib).
-APT_PACKAGES="espeak-ng sox ffmpeg libsndfile1 cmake g++ make openmpi-bin libopenmpi-dev strace iproute2 libopus0
+# sshfs, openssh-server: a networked filesystem for bin/benchmark_storage.py (tests/helpers/netns_sshfs.py).
+APT_PACKAGES="espeak-ng sox ffmpeg libsndfile1 cmake g++ make openmpi-bin libopenmpi-dev strace iproute2 libopus0 sshfs openssh-server
   libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
   zlib1g-dev libbz2-dev liblzma-dev"
 

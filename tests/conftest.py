@@ -16,6 +16,9 @@ SMOKE_CSV = os.path.join(SMOKE_DIR, 'smoke_test.csv')
 SMOKE_SINGLE_CSV = os.path.join(SMOKE_DIR, 'smoke_test_single.csv')
 
 
+# wraps a rank in strace (tests/helpers/trace_files.sh): which rank touched which file
+TRACE = os.path.join(ROOT, 'tests', 'helpers', 'trace_files.sh')
+
 PYTHON_BIN = os.path.dirname(sys.executable)
 # bin/build_kenlm.sh puts KenLM's tools into the environment.
 KENLM_BIN = os.path.join(os.path.dirname(PYTHON_BIN), 'kenlm', 'bin')
@@ -41,6 +44,12 @@ def run_command(command, timeout=600, check=True, env=None, cwd=ROOT):
         raise AssertionError('{} failed ({}):\n{}'.format(' '.join(map(str, command[:6])), process.returncode,
                                                           output[-5000:]))
     return result
+
+
+def traced_calls(trace_dir, rank):
+    """The lines of rank `rank`'s strace log written under TRACE."""
+    with open(os.path.join(str(trace_dir), 'rank{}.trace'.format(rank))) as trace:
+        return trace.read().splitlines()
 
 
 def deepspeech_command(*args):

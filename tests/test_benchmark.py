@@ -1,5 +1,6 @@
-"""bin/benchmark_training.py and bin/benchmark_pipeline.py end to end on tiny configurations: they run, and
-write their tables, JSON and plot (no timed asserts: the numbers depend on the machine)."""
+"""bin/benchmark_training.py, bin/benchmark_pipeline.py and bin/benchmark_storage.py end to end on tiny
+configurations: they run, and write their tables, JSON and plot (no timed asserts: the numbers depend on
+the machine)."""
 import json
 import os
 import re
@@ -8,6 +9,9 @@ import sys
 import pytest
 
 from conftest import ROOT, run_command
+
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
+import netns_sshfs  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +76,39 @@ def test_small_runs_benchmark_times_the_overfit_job_per_revision_with_a_breakdow
     assert float(wall) > 0 and ratio == '1.00'                       # the baseline against itself
     for kind in ('iterator start', 'train step', 'eval/test step'):   # ms per epoch, timed by kind
         assert float(re.search(r'^{} +([\d.]+)$'.format(kind), run.output, re.M).group(1)) > 0, run.output
+
+
+def cmdline(pid):
+    try:
+        with open('/proc/{}/cmdline'.format(pid), 'rb') as proc:
+            return proc.read().replace(b'\0', b' ').decode(errors='replace')
+    except OSError:         # gone meanwhile
+        return ''
+
+
+def test_storage_benchmark_trains_from_local_disk_and_from_sshfs_with_added_latency(tmp_path):
+    """Tiny: 6 train utterances, one latency, one rank, WAV files and a .sdb over sshfs."""
+    reason = netns_sshfs.unavailable()
+    if reason:
+        pytest.skip('a networked filesystem (sshfs between network namespaces): ' + reason)
+    out = tmp_path / 'results'
+    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_storage.py'), '--utterances', 8,
+                       '--rtts', 2, '--np', 1, '--formats', 'wav,sdb-wav', '--n_hidden', 16, '--batch_size', 2,
+                       '--corpus_dir', tmp_path / 'corpus', '--out_dir', out], timeout=600)
+    report = json.loads((out / 'storage.json').read_text())
+    assert [r['label'] for r in report['results']] == ['local wav np=1 (for 2.0 ms)', 'sshfs 2.0 ms wav np=1',
+                                                       'sshfs 2.0 ms sdb-wav np=1']
+    for result in report['results']:
+        assert result['exit_code'] == 0 and result['median_step_s'] > 0 and result['input_s_per_epoch'] > 0
+    # the relay adds the round trip it is asked for (sleeps overshoot a little, never undershoot)
+    added = report['added_rtt_ms']['2.0']
+    assert 2.0 <= added['through_relay'] - added['through_zero_relay'] < 4.0
+    assert report['results'][0]['ratio'] == pytest.approx(1.0)
+    # the networked runs read through the mount, which is gone afterwards
+    assert str(out / 'mnt') in ' '.join(map(str, report['results'][1]['command']))
+    assert not netns_sshfs.is_mounted(out / 'mnt')
+    assert not [pid for pid in os.listdir('/proc') if pid.isdigit() and str(out / 'sshd') in cmdline(pid)], \
+        'an ssh client (or its relay) of the benchmark outlived its mount'
+    table = (out / 'storage.txt').read_text()
+    assert 'target (.sdb or tar at 2.0 ms, np=1' in table and 'load average' in table
+    assert (out / 'storage.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'

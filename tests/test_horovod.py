@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import (ROOT, SMOKE_CSV, deepspeech_command, make_corpus, run_command, run_deepspeech, run_horovod,
-                      start_step, tiny_model_flags)
+from conftest import (ROOT, SMOKE_CSV, TRACE, deepspeech_command, make_corpus, run_command, run_deepspeech,
+                      run_horovod, start_step, tiny_model_flags, traced_calls)
 from deepspeech_training.data.batching import PADDING, eval_batches, train_batches
 
 pytestmark = pytest.mark.slow
-TRACE = os.path.join(ROOT, 'tests', 'helpers', 'trace_files.sh')
 
 
 @pytest.fixture(scope='module')
@@ -29,11 +28,6 @@ def corpus(tmp_path_factory):
 def csv_rows(path):
     with open(path) as csv_file:
         return [line.split(',')[0] for line in csv_file.read().splitlines()[1:]]
-
-
-def traced_calls(trace_dir, rank):
-    with open(os.path.join(str(trace_dir), 'rank{}.trace'.format(rank))) as trace:
-        return trace.read().splitlines()
 
 
 def changes_under(calls, folder):

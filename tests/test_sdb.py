@@ -1,21 +1,26 @@
 """Sample databases (.sdb) as DeepSpeech 0.9 and Coqui STT write them, WebDataset-style tar shards, and
 bin/data_set_tool.py: real speech (the bundled smoke-test utterances), real Opus (libopus through
 opuslib), real training runs."""
+import contextlib
 import csv
+import functools
+import http.server
 import io
 import os
 import re
 import struct
 import sys
 import tarfile
+import threading
 
 import numpy as np
 import opuslib
 import pytest
 import soundfile
 
-from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_command, run_deepspeech, run_horovod, tiny_model_flags
-from deepspeech_training.data import sdb
+from conftest import (ROOT, SMOKE_CSV, SMOKE_DIR, TRACE, make_corpus, run_command, run_deepspeech, run_horovod,
+                      tiny_model_flags, traced_calls)
+from deepspeech_training.data import byte_ranges, sdb
 from deepspeech_training.data.audio import RecordAudio
 from deepspeech_training.data.samples import DataError, read_sources
 from deepspeech_training.data.validation import validate_sets
@@ -116,6 +121,44 @@ def write_shards(folder):
                 text.size = len(row['transcript'].encode())
                 tar.addfile(text, io.BytesIO(row['transcript'].encode()))
     return folder
+
+
+class RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves `Range: bytes=first-last` requests as nginx or an object store does (Python 3.9's handler
+    always sends whole files: it stands for a server without Range support)."""
+
+    def send_head(self):
+        wanted = re.fullmatch(r'bytes=(\d+)-(\d+)', self.headers.get('Range', ''))
+        if not wanted:
+            return super().send_head()
+        try:
+            with open(self.translate_path(self.path), 'rb') as served:
+                data = served.read()
+        except OSError:
+            self.send_error(404, 'File not found')
+            return None
+        first, last = int(wanted.group(1)), min(int(wanted.group(2)), len(data) - 1)
+        self.send_response(206)
+        self.send_header('Content-Range', 'bytes {}-{}/{}'.format(first, last, len(data)))
+        self.send_header('Content-Length', str(last + 1 - first))
+        self.end_headers()
+        return io.BytesIO(data[first:last + 1])
+
+    def log_message(self, *_):
+        pass
+
+
+@contextlib.contextmanager
+def serving(folder, handler=RangeHandler):
+    """`folder` on a local HTTP server (a thread of this process) for the block: its base URL."""
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(handler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield 'http://127.0.0.1:{}'.format(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope='module')
@@ -252,13 +295,17 @@ def test_bad_sdb_shard_or_sdb_named_csv_stop_training_before_anything_is_written
 @pytest.fixture(scope='module')
 def trained(wav_sdb, shards, tmp_path_factory):
     """One step of training (all three utterances in one batch) and a test, from the CSV, from the
-    lossless .sdb made of it and from its tar shards (a brace pattern to train, a glob to test)."""
+    lossless .sdb made of it and from its tar shards (a brace pattern to train, a glob to test), and from
+    those shards on an HTTP server (a brace pattern of URLs)."""
     outputs = {}
-    for name, source in (('csv', SMOKE_CSV), ('sdb', str(wav_sdb)), ('tar', str(shards / 'shard-{000..001}.tar'))):
-        tmp_path = tmp_path_factory.mktemp(name)
-        test_source = source.replace('{000..001}', '*')
-        outputs[name] = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', source, '--train_batch_size', 3,
-                                       '--epochs', 1, '--test_files', test_source, '--read_buffer', '64KB').output
+    with serving(shards) as url:
+        for name, source in (('csv', SMOKE_CSV), ('sdb', str(wav_sdb)), ('tar', str(shards / 'shard-{000..001}.tar')),
+                             ('http', url + '/shard-{000..001}.tar')):
+            tmp_path = tmp_path_factory.mktemp(name)
+            test_source = source.replace('{000..001}', '*') if name == 'tar' else source
+            outputs[name] = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', source, '--train_batch_size',
+                                           3, '--epochs', 1, '--test_files', test_source, '--read_buffer',
+                                           '64KB').output
     return outputs
 
 
@@ -267,7 +314,7 @@ def reported(pattern, output):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('kind', ['sdb', 'tar'])
+@pytest.mark.parametrize('kind', ['sdb', 'tar', 'http'])
 def test_training_from_sdb_or_shards_gives_the_first_step_loss_of_their_csv(trained, kind):
     step_loss = r'Finished training epoch 0 - loss: ([0-9.]+)'
     assert reported(step_loss, trained[kind]) == reported(step_loss, trained['csv'])
@@ -291,6 +338,80 @@ def test_two_ranks_train_on_sdb_and_csv_mixed_and_test_on_sdb(wav_sdb, tmp_path)
                       '--dev_files', wav_sdb, '--test_files', opus_sdb, '--epochs', 1)
     assert 'Checked the audio of 12 sample(s) (9 distinct)' in run.output
     assert 'Finished training epoch 0' in run.output and 'Test on {} - WER'.format(opus_sdb) in run.output
+
+
+READ_CALL = re.compile(r'^(\d+)\s+(?:(p?readv?|pread64|preadv2?)\((\d+)<([^>]*)>.*?|<\.\.\. (\w+) resumed>.*?)'
+                       r'(?:<unfinished \.\.\.>|\)\s+=\s+(-?\d+).*)$')
+
+
+def bytes_read(calls, path):
+    """Bytes the traced reads (strace -y) returned from `path`, following calls a thread switch split."""
+    total, pending = 0, {}
+    for line in calls:
+        match = READ_CALL.match(line)
+        if not match:
+            continue
+        pid, _, _, file, resumed, result = match.groups()
+        if resumed:
+            file = pending.pop(pid, None)
+        elif result is None:
+            pending[pid] = file
+            continue
+        if file == str(path) and result and int(result) > 0:
+            total += int(result)
+    return total
+
+
+@pytest.mark.slow
+def test_each_of_two_ranks_reads_at_most_its_share_of_an_sdb_and_one_batch(tmp_path):
+    """The records are cut per rank before any audio is read: over a run of one epoch each rank reads its
+    half of the database plus at most one batch (the index, entry lengths, transcripts and audio headers
+    that every rank reads at start are a few dozen bytes a sample)."""
+    corpus = make_corpus(tmp_path / 'corpus', 16, 5)
+    database = tmp_path / 'train.sdb'
+    assert tool('--audio_type', 'wav', corpus / 'train.csv', database) == 0
+    trace_dir = tmp_path / 'traces'
+    trace_dir.mkdir()
+    batch = 2
+    run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', database, '--train_batch_size', batch,
+                '--epochs', 1, wrapper=[TRACE], timeout=300,
+                env={'TRACE_DIR': str(trace_dir), 'TRACE_CALLS': 'read,pread64,readv,preadv,preadv2',
+                     'TRACE_OPTIONS': '-y -s 0'})
+    with sdb.Database(str(database)) as opened:
+        largest = sorted((opened.entry(offset, audio_bytes=0).size for offset in opened.offsets), reverse=True)
+    bound = database.stat().st_size / 2 + sum(largest[:batch])
+    read = [bytes_read(traced_calls(trace_dir, rank), database) for rank in range(2)]
+    # each rank trains on 3 batches of 2 of the 12 samples of train.csv: more than a quarter of the file
+    assert all(database.stat().st_size / 4 < r <= bound for r in read), (read, bound)
+
+
+class RecordingFile(byte_ranges.LocalFile):
+    """A LocalFile that lists the reads made of it."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.reads = []
+
+    def pread(self, offset, size):
+        self.reads.append((offset, size))
+        return super().pread(offset, size)
+
+
+def test_a_batch_is_read_in_ascending_offsets_neighbours_merged_up_to_the_read_buffer(wav_sdb):
+    with sdb.Database(str(wav_sdb)) as database:
+        entries = [(offset, database.entry(offset, audio_bytes=0).size) for offset in database.offsets]
+    (first, n0), (second, n1), (third, n2) = entries       # side by side in the file
+    source = RecordingFile(str(wav_sdb))
+    found = byte_ranges.read_ranges(source, [(third, n2), (first, n0), (second, n1)], 1 << 20)
+    assert source.reads == [(first, n0 + n1 + n2)]
+    assert found == {offset: wav_sdb.read_bytes()[offset:offset + n] for offset, n in entries}
+    source.reads = []
+    byte_ranges.read_ranges(source, [(third, n2), (first, n0)], 1 << 20)     # not neighbours: two reads
+    assert source.reads == [(first, n0), (third, n2)]
+    source.reads = []
+    byte_ranges.read_ranges(source, entries, n0 + n1)                      # the buffer bounds a read
+    assert source.reads == [(first, n0 + n1), (third, n2)]
+    source.close()
 
 
 def test_a_bad_sample_stops_the_tool_naming_source_and_row_and_writes_nothing(tmp_path, capsys):
@@ -327,6 +448,58 @@ def test_shards_by_pattern_load_with_their_audio_and_convert(shards, tmp_path, a
     assert tool('--audio_type', 'wav', shards / 'shard-*.tar', tmp_path / 'from_shards.sdb') == 0
     assert (tmp_path / 'from_shards.sdb').read_bytes() == hand_built_sdb(
         [(smoke_wav_bytes(r), r['transcript']) for r in smoke_rows()], sdb.WAV)
+
+
+def test_shards_over_http_load_as_on_disk_and_a_server_without_ranges_or_the_file_is_named(shards, alphabet):
+    local = read_sources([str(shards / 'shard-{000..001}.tar')], alphabet)
+    reader = RecordAudio(parse_size('1MB'))
+    with serving(shards) as url:
+        remote = read_sources([url + '/shard-{000..001}.tar'], alphabet)
+        assert [(r.transcript, r.offset, r.length) for r in remote] == [(r.transcript, r.offset, r.length)
+                                                                          for r in local]
+        reader.load(remote)
+        assert [reader.raw(r) for r in remote] == [reader.raw(r) for r in local]
+        with pytest.raises(DataError, match=re.escape('{}/missing.tar: HTTP error 404'.format(url))):
+            read_sources([url + '/missing.tar'], alphabet)
+        with pytest.raises(DataError, match=re.escape('{}/train.csv: only sample databases (.sdb) and tar shards'
+                                                      .format(url))):
+            read_sources([url + '/train.csv'], alphabet)
+    reader.close()
+    with serving(shards, http.server.SimpleHTTPRequestHandler) as url:
+        with pytest.raises(DataError, match=re.escape('{}/shard-000.tar: the server answered a Range request with '
+                                                      'status 200'.format(url))):
+            read_sources([url + '/shard-000.tar'], alphabet)
+
+
+def test_csv_to_tar_shards_writes_webdataset_pairs_that_load_as_the_csv(tmp_path, alphabet):
+    assert tool(SMOKE_CSV, tmp_path / 'smoke-{000..001}.tar') == 0
+    assert tool(SMOKE_CSV, tmp_path / 'one.tar') == 0
+    assert sorted(os.listdir(str(tmp_path))) == ['one.tar', 'smoke-000.tar', 'smoke-001.tar']
+    with tarfile.open(str(tmp_path / 'smoke-000.tar')) as tar:
+        assert tar.getnames() == ['sample00000000.wav', 'sample00000000.txt', 'sample00000001.wav',
+                                  'sample00000001.txt']
+    reader = RecordAudio(parse_size('1MB'))
+    expected = sorted((r['transcript'], smoke_wav_bytes(r)) for r in smoke_rows())
+    for source in (str(tmp_path / 'smoke-{000..001}.tar'), str(tmp_path / 'one.tar')):
+        assert sorted((r.transcript, reader.raw(r)[1]) for r in read_sources([source], alphabet)) == expected
+    reader.close()
+
+
+def test_a_failed_tar_conversion_leaves_no_shard(tmp_path, capsys):
+    """The third sample's Opus packets are cut (its header is fine, so it passes the check at start): the
+    conversion fails after the first shard got its samples, and no shard, whole or partial, is left."""
+    source = tmp_path / 'opus.sdb'
+    assert tool(SMOKE_CSV, source) == 0
+    data = bytearray(source.read_bytes())
+    offset = layout(data)[2][2]
+    struct.pack_into('>H', data, offset + 8 + 10, 0xffff)  # entry and audio lengths, Opus header, 1st packet
+    source.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert tool(source, tmp_path / 'out-{000..001}.tar') == 1
+    assert '{}: sample 2 (at byte {}): cannot convert'.format(source, offset) in ''.join(capsys.readouterr())
+    assert tool(SMOKE_CSV, tmp_path / 'out-*.tar') == 1
+    assert 'a target names its shards by a range such as' in ''.join(capsys.readouterr())
+    assert os.listdir(str(tmp_path)) == ['opus.sdb']
 
 
 def test_a_shard_sample_without_transcript_is_named(tmp_path, alphabet):

@@ -22,8 +22,7 @@ from .util import logging
 
 
 def read_set(csv_paths, config, limit, reverse, kind):
-    records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse,
-                           read_buffer=config.read_buffer)
+    records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse)
     if not records:
         raise DataError(['{}: no samples in {}'.format(kind, ', '.join(csv_paths))])
     return records      # their audio is checked by validate_input(), all sets at once

@@ -34,7 +34,7 @@ class Config:
     lstm_impl: str = 'auto'     # model.LSTM_IMPLS
     feature_win_len: int = 32   # ms, as exported in the model's metadata
     feature_win_step: int = 20
-    read_buffer: int = 1 << 20  # bytes, --read_buffer: how sample databases are read
+    read_buffer: int = 1 << 20  # bytes, --read_buffer: the largest read of a batch of .sdb / shard samples
 
     @property
     def window_width(self):

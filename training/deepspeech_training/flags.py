@@ -8,6 +8,7 @@ import re
 
 from absl import flags
 
+from .data.byte_ranges import is_url
 from .data.tar_shards import expand_all
 from .model import LSTM_IMPLS
 
@@ -43,8 +44,9 @@ def create_flags():
                     '(reported separately; their sample-weighted mean decides best_dev / early stop / plateau)')
     f.DEFINE_string('test_files', '', 'comma-separated list of CSV, .sdb and .tar files to test on (reported '
                     'separately)')
-    f.DEFINE_string('read_buffer', '1MB', 'buffer size for reading sample databases (.sdb), e.g. 512KB, 1MB, 1GB '
-                    '(as DeepSpeech 0.9: binary units, plain digits are bytes)')
+    f.DEFINE_string('read_buffer', '1MB', 'largest single read of sample databases (.sdb) and tar shards (a batch\'s '
+                    'samples side by side are read in one), e.g. 512KB, 1MB, 1GB (as DeepSpeech 0.9: binary units, '
+                    'plain digits are bytes)')
     f.DEFINE_boolean('normalize_sample_rate', True, 'resample audio whose rate differs from --audio_sample_rate')
     f.DEFINE_integer('limit_train', 0, 'use at most this many train samples (0 = all)', lower_bound=0)
     f.DEFINE_integer('limit_dev', 0, 'use at most this many dev samples per dev set (0 = all)', lower_bound=0)
@@ -208,8 +210,9 @@ def _dropout_ok(value):
 
 
 def _existing_files(csv_list):
-    """Every file exists; a pattern of tar shards names at least one."""
-    return all(os.path.isfile(p) for p in expand_all(split_files(csv_list)))
+    """Every file exists; a pattern of tar shards names at least one. (An http(s) URL is checked when its
+    shard is read, with the server's answer in the message.)"""
+    return all(is_url(p) or os.path.isfile(p) for p in expand_all(split_files(csv_list)))
 
 
 def parse_size(text):

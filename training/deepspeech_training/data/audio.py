@@ -1,12 +1,13 @@
 """Decoding audio (a file, or the bytes of a sample database's sample) into float samples at the feature
 sample rate (soundfile + librosa; Opus through opus.py)."""
 import io
+import threading
 
 import librosa
 import numpy as np
 import soundfile
 
-from . import opus, sdb, tar_shards
+from . import byte_ranges, opus, sdb, tar_shards
 
 
 class AudioError(ValueError):
@@ -51,17 +52,30 @@ def _conform(samples, file_rate, sample_rate, normalize_sample_rate):
 
 class RecordAudio:
     """The audio of sample records: a file of its own, read by `file_reader` (read_audio's signature), or
-    a sample of a .sdb or a tar shard, read from the file opened on first use and kept open, buffered by
-    `read_buffer` (--read_buffer). Not thread-safe: one per reader thread."""
+    a sample of a .sdb or a tar shard, read from the container opened on first use and kept open.
+    `load()` reads a batch's samples ahead, in ascending offset order and merged into reads of up to
+    `read_buffer` (--read_buffer) bytes. Containers are shared by threads; `load()`ed bytes are not:
+    one RecordAudio per reader thread that loads."""
 
     def __init__(self, read_buffer, file_reader=read_audio):
-        self.read_buffer, self.file_reader, self.containers = read_buffer, file_reader, {}
+        self.read_buffer, self.file_reader, self.containers, self.loaded = read_buffer, file_reader, {}, {}
+        self.lock = threading.Lock()
 
     def _container(self, path):
-        if path not in self.containers:
-            opener = sdb.Database if sdb.is_sdb(path) else tar_shards.Shard
-            self.containers[path] = opener(path, self.read_buffer)
-        return self.containers[path]
+        with self.lock:
+            if path not in self.containers:
+                self.containers[path] = sdb.Database(path) if sdb.is_sdb(path) else tar_shards.Shard(path)
+            return self.containers[path]
+
+    def load(self, records):
+        """Read the audio of the contained `records` (a batch) now, for raw() and samples() to use."""
+        by_container = {}
+        for record in records:
+            if record.offset is not None and record.length is not None:
+                by_container.setdefault(record.audio_path, []).append((record.offset, record.length))
+        for path, ranges in by_container.items():
+            found = byte_ranges.read_ranges(self._container(path).source, ranges, self.read_buffer)
+            self.loaded.update(((path, offset), data) for offset, data in found.items())
 
     def raw(self, record):
         """(audio type, bytes) of the record's audio: a WAV file's bytes, or the sample's in its .sdb or shard."""
@@ -69,9 +83,17 @@ class RecordAudio:
             with open(record.audio_path, 'rb') as audio_file:
                 return sdb.WAV, audio_file.read()
         container = self._container(record.audio_path)
+        data = self.loaded.pop(record.audio_key, None)
         if isinstance(container, sdb.Database):
-            return container.audio_type, container.entry(record.offset).audio
-        return sdb.WAV, container.read(record.offset, record.filesize)
+            return container.audio_type, container.entry(record.offset, data=data).audio
+        return sdb.WAV, container.read(record.offset, record.filesize, data)
+
+    def audio_file(self, record):
+        """(audio type, a file object of the contained record's audio that reads only what is read of it)."""
+        container = self._container(record.audio_path)
+        if isinstance(container, sdb.Database):
+            return container.audio_type, container.audio_file(record.offset)
+        return sdb.WAV, container.audio_file(record.offset, record.filesize)
 
     def samples(self, record, sample_rate, normalize_sample_rate=True):
         """read_audio() of the record's audio."""
@@ -82,4 +104,4 @@ class RecordAudio:
     def close(self):
         for container in self.containers.values():
             container.close()
-        self.containers = {}
+        self.containers, self.loaded = {}, {}

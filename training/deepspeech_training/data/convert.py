@@ -9,17 +9,22 @@ import csv
 import io
 import os
 import shutil
+import tarfile
 import wave
 
 import soundfile
 
-from . import opus, sdb
+from . import opus, sdb, tar_shards
 from .samples import CSV_COLUMNS
 from ..util.atomic import atomic_write
 
 
 class ConvertError(ValueError):
     """A sample that passed the checks but cannot be converted; names its source and row."""
+
+
+class TargetError(ValueError):
+    """A target that cannot be written as named; says how to name it."""
 
 
 def to_pcm(audio_type, data):
@@ -60,6 +65,47 @@ def sdb_target(path, audio_type, labeled, buffering):
         writer.finish()
 
 
+def sample_name(number):
+    """DeepSpeech's CSVWriter names: sample00000000 ..."""
+    return 'sample{:08d}'.format(number)
+
+
+def shard_paths(target):
+    """The shards a tar target names: itself, or each of a `{000..009}` range; TargetError for a glob."""
+    if tar_shards.BRACES.search(target) is None and tar_shards.is_pattern(target):
+        raise TargetError('{}: a target names its shards by a range such as train-{{000..009}}.tar, not by a '
+                         'wildcard'.format(target))
+    return tar_shards.expand(target)
+
+
+def add_member(tar, name, data):
+    info = tarfile.TarInfo(name)            # mtime 0, owner root: the same samples give the same bytes
+    info.size, info.mode = len(data), 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+@contextlib.contextmanager
+def tar_target(target, count):
+    """add(WAV bytes, transcript) for each of `count` samples: WebDataset shards (`<key>.wav` + `<key>.txt`,
+    keys sample00000000 ...), one file or a `{000..009}` range of them, the samples split in order into
+    runs as equal as can be. Every shard is written under a temporary name, all renamed at the end."""
+    paths = shard_paths(target)
+    if len(paths) > count:
+        raise TargetError('{}: {} shards for {} sample(s): name at most as many shards as samples'
+                         .format(target, len(paths), count))
+    with contextlib.ExitStack() as stack:
+        tars = [stack.enter_context(tarfile.open(fileobj=stack.enter_context(atomic_write(path, 'wb')), mode='w'))
+                for path in paths]
+        number = [0]
+
+        def add(data, transcript):
+            tar = tars[number[0] * len(tars) // count]
+            add_member(tar, sample_name(number[0]) + '.wav', data)
+            add_member(tar, sample_name(number[0]) + '.txt', transcript.encode('utf-8'))
+            number[0] += 1
+        yield add
+
+
 @contextlib.contextmanager
 def csv_target(path, labeled, absolute_paths=False):
     """add(WAV bytes, transcript) for each sample: a CSV `path` listing WAV files in the folder named after
@@ -81,7 +127,7 @@ def csv_target(path, labeled, absolute_paths=False):
             count = [0]
 
             def add(data, transcript=None):
-                name = 'sample{:08d}.wav'.format(count[0])
+                name = sample_name(count[0]) + '.wav'
                 count[0] += 1
                 with open(os.path.join(partial, name), 'wb') as wav_file:
                     wav_file.write(data)

@@ -9,7 +9,6 @@ run; measured with bin/benchmark_small_runs.py --breakdown), and each epoch's fi
 when it starts. Its batches are all full (a short last batch is padded), so none spans two epochs.
 """
 import itertools
-import threading
 
 import numpy as np
 import tensorflow as tf
@@ -74,18 +73,6 @@ def read_checked_audio(record_audio, record, config):
                          .format(CHANGED_AUDIO, record.source, record.row, record.audio_name, error)) from None
 
 
-def thread_reader(audio_reader, config):
-    """() -> this thread's RecordAudio: sample databases stay open per reader thread, buffered by
-    --read_buffer, so consecutive samples come out of one buffered file."""
-    local = threading.local()
-
-    def reader():
-        if not hasattr(local, 'reader'):
-            local.reader = RecordAudio(config.read_buffer, audio_reader)
-        return local.reader
-    return reader
-
-
 def changed_audio_error(message):
     """Our message in a TensorFlow op error raised by the input generator, or None."""
     for line in message.splitlines():
@@ -114,7 +101,9 @@ def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio
     epoch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='epoch')
     first_batch = tfv1.placeholder_with_default(tf.constant(0, tf.int64), [], name='first_batch')
     silence = np.zeros(config.audio_window_samples, np.float32)
-    record_audio = thread_reader(audio_reader, config)
+    # one for the generator, whichever of tf.data's threads runs its next step: what a batch's load() read
+    # must be there for its samples (containers are shared by threads, RecordAudio's docstring)
+    record_audio = RecordAudio(config.read_buffer, audio_reader)
     no_audio, no_features = np.zeros(0, np.float32), np.zeros((0, config.n_input), np.float32)
 
     def element(index, epoch_value, progress):
@@ -127,7 +116,7 @@ def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio
         cached = feature_cache.get(index) if feature_cache else None
         if cached is not None:
             return index, 1.0, no_audio, labels, 0, 0.0, cached, True
-        audio = read_checked_audio(record_audio(), record, config)
+        audio = read_checked_audio(record_audio, record, config)
         seed, clock = 0, 0.0
         if augmenter:
             seed = augmentations.sample_seed(augmenter.random_seed, epoch_value, index)
@@ -144,6 +133,8 @@ def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio
             if feature_cache:
                 feature_cache.start_epoch(epoch_value)
             for number, batch in enumerate(plan[first_batch_value:], first_batch_value):
+                if not feature_cache:       # (with one, cached samples are not read: each is read when needed)
+                    record_audio.load([records[i] for i in batch if i != PADDING])
                 padding = [PADDING] * (batch_size - len(batch)) if runs_on else []
                 for index in batch + padding:
                     yield element(index, epoch_value, number / len(plan))

@@ -46,13 +46,19 @@ def packets(data):
     return found
 
 
-def check(data):
-    """The header of framed `data` after checking that its packets cover its PCM length (cheap: nothing
-    is decoded)."""
+def check_header(data):
+    """The header at the start of framed `data`, checked for what Opus can hold."""
     pcm_length, rate, channels, width = read_header(data)
     if rate not in RATES or channels not in (1, 2) or width != SAMPLE_WIDTH:
         raise OpusError('header says {} Hz, {} channel(s), {} byte(s) per sample: Opus needs one of {} Hz, 1 or 2 '
                         'channels, 2 bytes'.format(rate, channels, width, ', '.join(map(str, RATES))))
+    return pcm_length, rate, channels, width
+
+
+def check(data):
+    """The header of framed `data` after checking that its packets cover its PCM length (cheap: nothing
+    is decoded)."""
+    pcm_length, rate, channels, width = check_header(data)
     covered = len(packets(data)) * frame_size(rate) * channels * width
     if covered < pcm_length:
         raise OpusError('its packets hold {} PCM byte(s), the header says {}'.format(covered, pcm_length))

@@ -6,7 +6,7 @@ import csv
 import os
 from dataclasses import dataclass
 
-from . import opus, sdb, tar_shards
+from . import byte_ranges, opus, sdb, tar_shards
 from ..util.text import TranscriptError, transcript_to_labels
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
@@ -24,6 +24,7 @@ class SampleRecord:
     source: str            # the CSV, .sdb or shard the sample came from
     row: int               # line number in that CSV (the header is line 1), or sample number in the .sdb or shard
     offset: int = None     # byte offset of the sample's .sdb entry or shard member data; None for a file of its own
+    length: int = None     # bytes of that entry (its length field included) or member data: what a batch reads
 
     @property
     def audio_name(self):
@@ -133,14 +134,15 @@ def _labels(alphabet, transcript):
     return transcript, tuple(transcript_to_labels(alphabet, transcript))
 
 
-def _contained_record(path, number, offset, size, transcript, alphabet, problems):
-    """The record of sample `number` of a .sdb or tar shard, or None with its problem appended."""
+def _contained_record(path, number, offset, length, size, transcript, alphabet, problems):
+    """The record of sample `number` of a .sdb or tar shard (`length` bytes at `offset`), or None with its
+    problem appended."""
     try:
         transcript, labels = _labels(alphabet, transcript)
     except TranscriptError as error:
         problems.append('{}: {}'.format(sample_where(path, number, offset), error))
         return None
-    return SampleRecord(path, size, transcript, labels, path, number, offset)
+    return SampleRecord(path, size, transcript, labels, path, number, offset, length)
 
 
 def _resolve(base, wav):
@@ -181,13 +183,14 @@ def binary_kind(path, sniff=4096):
     return ''
 
 
-def read_sdb(path, alphabet, buffering=DEFAULT_READ_BUFFER):
-    """All records of one sample database (only the Opus header of each sample's audio is read);
+def read_sdb(path, alphabet):
+    """All records of one sample database: its index, and of each entry its lengths, transcript and Opus
+    header, in small positioned reads (the audio is read later, and only by the rank that trains on it);
     raises DataError listing every transcript the alphabet cannot encode, or the first corrupt entry.
     With `alphabet` None the transcripts are not read (an unlabeled set)."""
     records, problems = [], []
     try:
-        with sdb.Database(path, buffering) as database:
+        with sdb.Database(path) as database:
             if alphabet and not database.labeled:
                 raise DataError(['{}: a sample database without transcripts (written with --unlabeled): training '
                                  'and testing need them'.format(path)])
@@ -199,7 +202,8 @@ def read_sdb(path, alphabet, buffering=DEFAULT_READ_BUFFER):
                         size = opus.read_header(entry.audio)[0] + WAV_HEADER_BYTES
                     except opus.OpusError as error:
                         raise sdb.SdbError(path, offset, 'sample {}: {}'.format(number, error)) from None
-                records.append(_contained_record(path, number, offset, size, entry.transcript, alphabet, problems))
+                records.append(_contained_record(path, number, offset, entry.size, size, entry.transcript, alphabet,
+                                                 problems))
     except sdb.SdbError as error:
         raise DataError([str(error)]) from None
     if problems:
@@ -214,26 +218,29 @@ def read_tar(path, alphabet):
     except tar_shards.ShardError as error:
         raise DataError([str(error)]) from None
     problems = []
-    records = [_contained_record(path, number, offset, size, transcript, alphabet, problems)
+    records = [_contained_record(path, number, offset, size, size, transcript, alphabet, problems)
                for number, (_, offset, size, transcript) in enumerate(samples)]
     if problems:
         raise DataError(problems)
     return records
 
 
-def read_one(path, alphabet, read_buffer):
+def read_one(path, alphabet):
     if sdb.is_sdb(path):
-        return read_sdb(path, alphabet, read_buffer)
+        return read_sdb(path, alphabet)
+    if byte_ranges.is_url(path) and not tar_shards.is_tar(path):
+        raise DataError(['{}: only sample databases (.sdb) and tar shards (.tar) are read from a URL; a CSV and '
+                         'its WAV files must be on a filesystem'.format(path)])
     return read_tar(path, alphabet) if tar_shards.is_tar(path) else read_csv(path, alphabet)
 
 
-def read_records(paths, alphabet, read_buffer=DEFAULT_READ_BUFFER):
+def read_records(paths, alphabet):
     """Records of CSV files, sample databases (.sdb) and tar shards (paths or patterns), in the order of
     their files (`alphabet` None: unlabeled)."""
     problems, records = [], []
     for path in tar_shards.expand_all(paths):
         try:
-            records.extend(read_one(path, alphabet, read_buffer))
+            records.extend(read_one(path, alphabet))
         except DataError as error:
             problems.extend(error.problems)
     if problems:
@@ -241,10 +248,10 @@ def read_records(paths, alphabet, read_buffer=DEFAULT_READ_BUFFER):
     return records
 
 
-def read_sources(paths, alphabet, limit=0, reverse=False, read_buffer=DEFAULT_READ_BUFFER):
+def read_sources(paths, alphabet, limit=0, reverse=False):
     """Records of several CSVs and sample databases merged, sorted by audio size (as DeepSpeech: similar
     lengths batch together), shortest first unless `reverse`, cut to the first `limit` when limit > 0."""
-    records = read_records(paths, alphabet, read_buffer)
+    records = read_records(paths, alphabet)
     records.sort(key=lambda r: r.filesize, reverse=reverse)
     return records[:limit] if limit > 0 else records
 

@@ -1,5 +1,6 @@
-"""DeepSpeech 0.9 / Coqui STT sample databases (.sdb): one file of many samples, read sequentially,
-so a corpus on a networked filesystem costs a few large reads instead of a round trip per WAV file.
+"""DeepSpeech 0.9 / Coqui STT sample databases (.sdb): one file of many samples, read by byte ranges
+(byte_ranges.py), so a corpus on a networked filesystem costs a few large reads a batch instead of a
+round trip per WAV file, and each rank reads only its own samples.
 
 Layout (all integers big-endian, as DeepSpeech 0.9's util/sample_collections.py DirectSDBWriter/SDB):
   b'SAMPLEDB'
@@ -15,6 +16,8 @@ import json
 import os
 import struct
 from dataclasses import dataclass
+
+from . import byte_ranges
 
 MAGIC = b'SAMPLEDB'
 WAV = 'audio/wav'
@@ -47,18 +50,21 @@ class Entry:
     audio_length: int
     audio: bytes            # the whole audio, or its first bytes when fewer were asked for
     transcript: str         # None in an unlabeled database
+    audio_start: int        # the byte offset of the audio in the file
+    size: int               # of the whole entry, its length field included
 
 
 class Database:
-    """A .sdb file opened for reading (`buffering`: --read_buffer); its index is checked on opening."""
+    """A .sdb file (a path or an http(s) URL) opened for positioned reads (byte_ranges.py), so one
+    Database serves several threads; its index is checked on opening."""
 
-    def __init__(self, path, buffering=1 << 20):
+    def __init__(self, path):
         self.path = path
-        self.file = open(path, 'rb', buffering=buffering)
+        self.source = byte_ranges.open_source(path)
         try:
             self._read_index()
         except BaseException:
-            self.file.close()
+            self.source.close()
             raise
 
     def __enter__(self):
@@ -68,14 +74,17 @@ class Database:
         self.close()
 
     def close(self):
-        self.file.close()
+        self.source.close()
 
     def _error(self, offset, what):
         return SdbError(self.path, offset, what)
 
-    def _read(self, offset, size, what):
-        self.file.seek(offset)
-        data = self.file.read(size)
+    def _read(self, offset, size, what, data=None, data_start=0):
+        """`size` bytes at `offset`: out of `data` (the bytes from `data_start` on) if given, else read."""
+        if data is None:
+            data = self.source.pread(offset, size)
+        else:
+            data = data[offset - data_start:offset - data_start + size]
         if len(data) < size:
             raise self._error(offset, '{} needs {} byte(s), the file ends after {} (truncated: copy or write it '
                                       'again)'.format(what, size, len(data)))
@@ -123,34 +132,42 @@ class Database:
     def labeled(self):
         return self.transcript is not None
 
-    def entry(self, offset, audio_bytes=None):
-        """The Entry at `offset` (`audio_bytes`: read only that many bytes of the audio); checks that it
-        lies within the sample chunk and that its column lengths add up to its entry length."""
-        (entry_length,) = INT.unpack(self._read(offset, INT.size, 'an entry length'))
+    def entry(self, offset, audio_bytes=None, data=None):
+        """The Entry at `offset` (`audio_bytes`: read only that many bytes of the audio; `data`: the entry's
+        bytes, already read); checks that it lies within the sample chunk and that its column lengths add
+        up to its entry length."""
+        def read(position, size, what):
+            return self._read(position, size, what, data, offset)
+        (entry_length,) = INT.unpack(read(offset, INT.size, 'an entry length'))
         end = offset + INT.size + entry_length
         if end > self.index_start:
             raise self._error(offset, 'an entry of {} byte(s) runs past the sample chunk (which ends at byte {}): '
                                       'the file is corrupt'.format(entry_length, self.index_start))
-        position, audio, audio_length, transcript = offset + INT.size, b'', 0, None
+        position, audio, audio_length, audio_start, transcript = offset + INT.size, b'', 0, None, None
         for column in range(self.columns):
-            (length,) = INT.unpack(self._read(position, INT.size, 'a column length'))
+            (length,) = INT.unpack(read(position, INT.size, 'a column length'))
             position += INT.size
             if position + length > end:
                 raise self._error(position - INT.size, 'a column of {} byte(s) runs past its entry (which ends at '
                                                        'byte {}): the file is corrupt'.format(length, end))
             if column == self.speech:
-                audio_length = length
-                audio = self._read(position, length if audio_bytes is None else min(length, audio_bytes), 'audio')
+                audio_length, audio_start = length, position
+                audio = read(position, length if audio_bytes is None else min(length, audio_bytes), 'audio')
             elif column == self.transcript:
                 try:
-                    transcript = self._read(position, length, 'a transcript').decode('utf-8')
+                    transcript = read(position, length, 'a transcript').decode('utf-8')
                 except UnicodeDecodeError as error:
                     raise self._error(position, 'the transcript is not UTF-8 ({})'.format(error)) from None
             position += length
         if position != end:
             raise self._error(offset, 'its columns hold {} byte(s), its entry length says {}: the file is corrupt'
                                       .format(position - offset - INT.size, entry_length))
-        return Entry(audio_length, audio, transcript)
+        return Entry(audio_length, audio, transcript, audio_start, end - offset)
+
+    def audio_file(self, offset):
+        """The audio of the entry at `offset` as a file object that reads only what is read of it."""
+        entry = self.entry(offset, audio_bytes=0)
+        return byte_ranges.Window(self.source, entry.audio_start, entry.audio_length)
 
 
 class Writer:

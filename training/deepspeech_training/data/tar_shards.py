@@ -1,16 +1,20 @@
 """WebDataset-style tar shards as a source: samples `<key>.wav` + `<key>.txt` (the transcript, UTF-8)
 side by side in uncompressed tar files (the audio may also be .flac, .ogg or .opus, as in Coqui STT's
-shards: libsndfile decodes them), given as paths or as a pattern of shards (`train-{000..009}.tar`,
-`shards/*.tar`). Like a sample database, a shard is one file read sequentially; a sample's audio is a
-byte range of it, read without unpacking anything.
+shards: libsndfile decodes them), given as paths, http(s) URLs or as a pattern of shards
+(`train-{000..009}.tar`, `shards/*.tar`). Like a sample database, a shard is one file; a sample's audio is
+a byte range of it (byte_ranges.py: positioned reads, or HTTP Range requests), read without unpacking
+anything.
 
 The key of a member is its path up to the first dot of its file name (WebDataset's rule); members
 with other extensions are ignored.
 """
 import glob
+import io
 import os
 import re
 import tarfile
+
+from . import byte_ranges
 
 EXTENSION = '.tar'
 AUDIO_EXTENSIONS = ('wav', 'flac', 'ogg', 'opus')
@@ -26,7 +30,7 @@ def is_tar(path):
 
 
 def is_pattern(path):
-    return bool(BRACES.search(path)) or glob.has_magic(path)
+    return bool(BRACES.search(path)) or (glob.has_magic(path) and not byte_ranges.is_url(path))
 
 
 def expand(pattern):
@@ -38,7 +42,9 @@ def expand(pattern):
         width = len(first) if first.startswith('0') else 0
         return [path for number in range(int(first), int(last) + 1)
                 for path in expand(pattern[:match.start()] + str(number).zfill(width) + pattern[match.end():])]
-    return sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+    if glob.has_magic(pattern) and not byte_ranges.is_url(pattern):
+        return sorted(glob.glob(pattern))
+    return [pattern]
 
 
 def expand_all(paths):
@@ -55,11 +61,16 @@ def split_key(name):
 
 
 def read_samples(path):
-    """[(key, audio offset, audio size, transcript)] of a shard, in the order of its audio members."""
-    size = os.path.getsize(path)
+    """[(key, audio offset, audio size, transcript)] of a shard (a path or URL), in the order of its audio
+    members; only the members' headers and the transcripts are read."""
+    try:
+        source = byte_ranges.open_source(path)
+    except byte_ranges.RangeError as error:
+        raise ShardError(str(error)) from None
+    size = source.size
     audio, texts = {}, {}
     try:
-        with tarfile.open(path, 'r:') as tar:
+        with tarfile.open(fileobj=io.BufferedReader(byte_ranges.Window(source)), mode='r:') as tar:
             for member in tar:
                 key, extension = split_key(member.name)
                 if not member.isfile() or extension not in AUDIO_EXTENSIONS + ('txt',):
@@ -77,6 +88,10 @@ def read_samples(path):
     except tarfile.TarError as error:
         raise ShardError('{}: not a readable tar file ({}); shards are uncompressed tar files'
                          .format(path, error)) from None
+    except byte_ranges.RangeError as error:
+        raise ShardError(str(error)) from None
+    finally:
+        source.close()
     unpaired = sorted(set(audio) ^ set(texts))
     if unpaired:
         key = unpaired[0]
@@ -95,18 +110,21 @@ def _transcript(tar, member, path):
 
 
 class Shard:
-    """A shard opened for reading sample audio by byte range (`buffering`: --read_buffer)."""
+    """A shard opened for reading sample audio by byte range; one serves several threads."""
 
-    def __init__(self, path, buffering):
-        self.path, self.file = path, open(path, 'rb', buffering=buffering)
+    def __init__(self, path):
+        self.path, self.source = path, byte_ranges.open_source(path)
 
-    def read(self, offset, size):
-        self.file.seek(offset)
-        data = self.file.read(size)
+    def read(self, offset, size, data=None):
+        """The `size` bytes at `offset` (`data`: they were read already, check them)."""
+        data = self.source.pread(offset, size) if data is None else data
         if len(data) < size:
             raise ShardError('{}: at byte {}: {} byte(s) of audio expected, the file ends after {}'
                              .format(self.path, offset, size, len(data)))
         return data
 
+    def audio_file(self, offset, size):
+        return byte_ranges.Window(self.source, offset, size)
+
     def close(self):
-        self.file.close()
+        self.source.close()

@@ -3,8 +3,9 @@ in seconds instead of hours into an epoch (or, with --skip_invalid_samples, is l
 
 Only file headers are read (soundfile.info), never the samples, so a pass costs a few milliseconds per
 1,000 files on a local disk; headers are read by a thread pool, which pays on network filesystems.
-A sample of a sample database (.sdb) or tar shard is read whole from its file (a .sdb entry is checked
-too) and its header taken from its bytes: the WAV header, or the Opus framing's header and packet lengths.
+Of a sample in a sample database (.sdb) or tar shard only its header is read too (its .sdb entry's
+lengths are checked): the WAV file's chunks, or the Opus framing's header (its packets are checked when
+decoded), so a rank reads no audio at start, and on a networked filesystem a header costs a round trip.
 A sample is invalid when its audio file is missing or unreadable, empty (0 bytes, or a header without
 samples), not an audio file libsndfile can decode (corrupt, or e.g. a text file), at another rate than
 --audio_sample_rate while --normalize_sample_rate is off, not mono, or too short for its transcript
@@ -83,13 +84,14 @@ def read_header(path):
 
 
 def read_sample_header(record_audio, record):
-    """read_header() of a sample inside a .sdb or tar shard, read through `record_audio` (a RecordAudio)."""
+    """read_header() of a sample inside a .sdb or tar shard, through `record_audio` (a RecordAudio): only its
+    header is read (a WAV file's chunks, or the Opus framing's header; its packets are checked when decoded)."""
     try:
-        audio_type, audio = record_audio.raw(record)
+        audio_type, audio_file = record_audio.audio_file(record)
         if audio_type == sdb.OPUS:
-            pcm_length, rate, channels, width = opus.check(audio)
+            pcm_length, rate, channels, width = opus.check_header(audio_file.read(opus.HEADER.size))
             return Header(rate, channels, pcm_length // (channels * width))
-        info = soundfile.info(io.BytesIO(audio))
+        info = soundfile.info(audio_file)
     except OSError as error:
         return UNREADABLE, 'cannot read {}: {} (check its permissions)'.format(record.audio_path,
                                                                                error.strerror or error)
@@ -134,23 +136,21 @@ def check_record(record, header, config):
 
 def read_headers(records, workers, progress_label=None, read_buffer=DEFAULT_READ_BUFFER):
     """{record.audio_key: header} of the records' audio; `workers` > 1 reads with a thread pool, in chunks
-    of CHUNK records (each opens the .sdb files and shards it needs once)."""
+    of CHUNK records (the .sdb files and shards are opened once, for all threads)."""
     progress = Progress(progress_label, len(records), unit='Files', show_loss=False) \
         if progress_label and len(records) >= PROGRESS_MIN_PATHS else None
     headers = {}
     chunks = [records[i:i + CHUNK] for i in range(0, len(records), CHUNK)]
 
-    def read_chunk(chunk):
-        record_audio = RecordAudio(read_buffer)
+    record_audio = RecordAudio(read_buffer)
 
-        def header(record):
-            if record.offset is None:
-                return read_header(record.audio_path)
-            return read_sample_header(record_audio, record)
-        try:
-            return [(record.audio_key, header(record)) for record in chunk]
-        finally:
-            record_audio.close()
+    def header(record):
+        if record.offset is None:
+            return read_header(record.audio_path)
+        return read_sample_header(record_audio, record)
+
+    def read_chunk(chunk):
+        return [(record.audio_key, header(record)) for record in chunk]
 
     if workers > 1 and len(records) >= POOL_MIN_PATHS:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix='validation') as pool:
@@ -164,6 +164,7 @@ def read_headers(records, workers, progress_label=None, read_buffer=DEFAULT_READ
             headers.update(read_chunk(chunk))
             if progress:
                 progress.update(len(headers))
+    record_audio.close()
     if progress:
         progress.finish()
     return headers
