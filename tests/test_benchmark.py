@@ -92,9 +92,9 @@ def test_storage_benchmark_trains_from_local_disk_and_from_sshfs_with_added_late
     if reason:
         pytest.skip('a networked filesystem (sshfs between network namespaces): ' + reason)
     out = tmp_path / 'results'
-    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_storage.py'), '--utterances', 8,
-                       '--rtts', 2, '--np', 1, '--formats', 'wav,sdb-wav', '--n_hidden', 16, '--batch_size', 2,
-                       '--corpus_dir', tmp_path / 'corpus', '--out_dir', out], timeout=600)
+    run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_storage.py'), '--utterances', 8,
+                 '--rtts', 2, '--np', 1, '--formats', 'wav,sdb-wav', '--n_hidden', 16, '--batch_size', 2,
+                 '--corpus_dir', tmp_path / 'corpus', '--out_dir', out], timeout=600)
     report = json.loads((out / 'storage.json').read_text())
     assert [r['label'] for r in report['results']] == ['local wav np=1 (for 2.0 ms)', 'sshfs 2.0 ms wav np=1',
                                                        'sshfs 2.0 ms sdb-wav np=1']

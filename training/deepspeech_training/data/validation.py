@@ -15,7 +15,6 @@ Under Horovod each rank reads the headers of its slice of the (sorted, de-duplic
 the ranks allgather the problems they found, so every rank raises the same error, or skips the same
 samples, before any collective of training starts.
 """
-import io
 import math
 import os
 import time
