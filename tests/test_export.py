@@ -216,8 +216,7 @@ def test_transcribe_prints_the_transcript_and_writes_its_log(exported, tmp_path)
 
 
 def test_long_audio_is_split_at_the_longest_silences_first():
-    sys.path.insert(0, ROOT)
-    from transcribe import pieces
+    from deepspeech_training.transcribe import pieces
     rate = 16000
     tone = np.sin(np.arange(rate) * 0.3).astype(np.float32)          # 1 s of sound
     gaps = [np.zeros(int(seconds * rate), np.float32) for seconds in (0.2, 0.6, 0.2)]
