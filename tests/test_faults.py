@@ -132,6 +132,26 @@ def signal_at_step(step, signum, *options):
     return [sys.executable, CRASH_AT, 'after-train-step', step, '--signal', signum.name] + list(options)
 
 
+@pytest.mark.fast
+def test_a_sigterm_after_the_agreed_stop_does_not_kill_the_exiting_rank():
+    """horovodrun forwards a signal to the ranks one by one: a rank that already stopped through the
+    agreed stop got its SIGTERM while exiting and died with 143 (1 run in 22 of the horovodrun case below)."""
+    from deepspeech_training.trainer import Interrupted, StopRequests
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with StopRequests():
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL      # a finished run restores the handler
+        with pytest.raises(Interrupted):
+            with StopRequests():
+                raise Interrupted(143)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN      # a stopping run ignores further SIGTERMs
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN    # Ctrl-C still ends a stuck shutdown
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.mark.parametrize('signum, exit_code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_mid_epoch_saves_the_current_step_and_the_next_run_resumes_there(corpus, tmp_path, signum,
                                                                                 exit_code):

@@ -129,9 +129,13 @@ class StopRequests:
     def _handle(self, signum, _frame):
         self.signum = self.signum or signum
 
-    def __exit__(self, *_):
+    def __exit__(self, exc_type, *_):
+        # After an agreed stop the process is on its way out with its code: a launcher's SIGTERM that comes
+        # later (horovodrun forwards a signal to the ranks one by one, Slurm signals every task) must not
+        # turn that exit into a death by signal (horovodrun then reports 143 for a rank that stopped cleanly).
         for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
+            stopping = exc_type is Interrupted and signum == signal.SIGTERM
+            signal.signal(signum, signal.SIG_IGN if stopping else handler)
 
     def exit_code(self, stop, sigint):
         """From the agreed sums over ranks: None, or 130 if any rank got SIGINT, else 143 (SIGTERM)."""
