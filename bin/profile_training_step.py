@@ -28,9 +28,9 @@ sys.path.insert(0, os.path.join(ROOT, 'training'))
 
 CATEGORIES = ['matmul outside loops', 'LSTM loop matmul', 'LSTM loop element-wise',
               'LSTM loop bookkeeping', 'CTC', 'Adam', 'casts', 'other']
-# control flow and slicing of the while loops: their cost is per time step, whatever the precision
+# control flow, slicing and gathering of the while loops: their cost is per time step, whatever the precision
 LOOP_BOOKKEEPING = {'Enter', 'Exit', 'Merge', 'Switch', 'NextIteration', 'LoopCond', 'Less', 'Identity', 'Const',
-                    'StridedSlice', 'Pack', 'Shape', 'Split', 'ConcatV2', 'Sub'}
+                    'StridedSlice', 'Pack', 'Shape', 'Split', 'ConcatV2'}
 
 
 def category(name, op):
@@ -124,7 +124,8 @@ def main():
     print('\n{:24} {:>12} {:>7}   {:>12} {:>7} {:>9}   {:>7}'.format(
         'op time by category', 'float32 ms', 'share', 'bfloat16 ms', 'share', 'bf16 ops', 'speed-up'))
     for name in CATEGORIES:
-        f32, (b16, b16_bf16) = results['float32']['ops'].get(name, [0, 0])[0], results['bfloat16']['ops'].get(name, [0, 0])
+        f32 = results['float32']['ops'].get(name, [0, 0])[0]
+        b16, b16_bf16 = results['bfloat16']['ops'].get(name, [0, 0])
         if not f32 and not b16:
             continue
         print('{:24} {:12.1f} {:6.1f}%   {:12.1f} {:6.1f}% {:8.0f}%   {:>7}'.format(

@@ -112,3 +112,19 @@ def test_storage_benchmark_trains_from_local_disk_and_from_sshfs_with_added_late
     table = (out / 'storage.txt').read_text()
     assert 'target (.sdb or tar at 2.0 ms, np=1' in table and 'load average' in table
     assert (out / 'storage.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_step_profile_puts_every_matmul_in_bfloat16_with_the_flag_and_none_without():
+    """Tiny: the profile's categories add up, and on a CPU with bfloat16 the rewrite turned the matmuls."""
+    sys.path.insert(0, os.path.join(ROOT, 'training'))
+    from deepspeech_training.precision import cpu_has_bfloat16
+    if not cpu_has_bfloat16():
+        pytest.skip('the CPU lacks amx_bf16 and avx512_bf16: no bfloat16 rewrite to profile')
+    output = run_command([sys.executable, os.path.join(ROOT, 'bin', 'profile_training_step.py'), '--n_hidden', 32,
+                          '--batch', 2, '--frames', 20, '--warmup', 1, '--repeats', 1], timeout=300).output
+    rows = {match[0].strip(): [float(v) for v in match[1:]] for match in re.findall(
+        r'^(matmul outside loops|LSTM loop matmul)\s+([\d.]+)\s+[\d.]+%\s+([\d.]+)\s+[\d.]+%\s+(\d+)%', output, re.M)}
+    assert set(rows) == {'matmul outside loops', 'LSTM loop matmul'}, output
+    assert all(f32 > 0 and bf16 > 0 and bf16_share == 100 for f32, bf16, bf16_share in rows.values()), output
+    float32_types = output[output.index('float32 ops by type'):output.index('bfloat16 ops by type')]
+    assert 'bfloat16' not in float32_types.replace('float32 ops by type', ''), output
