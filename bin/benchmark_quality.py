@@ -46,13 +46,20 @@ def make_corpus(corpus_dir, utterances):
 
 
 def run_once(label, flags, seed, csvs, args):
-    """Train and test one configuration with one seed; its measures."""
+    """Train and test one configuration with one seed; its measures (kept in the run's result.json, which a
+    later run with --resume reuses, so more seeds can be added to a finished benchmark)."""
     run_dir = os.path.join(args.out_dir, 'runs', '{}-seed{}'.format(label, seed))
+    result_path = os.path.join(run_dir, 'result.json')
     command = ([sys.executable, os.path.join(ROOT, 'DeepSpeech.py'), '--train_files', csvs['train'],
                 '--dev_files', csvs['dev'], '--test_files', csvs['test'], '--random_seed', str(seed),
                 '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'), '--summary_dir',
                 os.path.join(run_dir, 'summaries'), '--noshow_progressbar', '--load_train', 'init']
                + shlex.split(args.base_flags) + flags)
+    if args.resume and os.path.exists(result_path):
+        with open(result_path) as previous:
+            result = json.load(previous)
+        if result.get('command') == command[2:]:
+            return dict(result, reused=True)
     started = time.time()
     process = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     seconds = time.time() - started
@@ -61,9 +68,14 @@ def run_once(label, flags, seed, csvs, args):
         out.write(process.stdout)
     test = TEST_LINE.search(process.stdout)
     dev = [(int(e), float(loss)) for e, loss in DEV_LINE.findall(process.stdout)]
-    return dict(label=label, seed=seed, exit_code=process.returncode, wall_s=seconds,
-                wer=float(test.group(1)) if test else None, cer=float(test.group(2)) if test else None,
-                dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(process.stdout)))
+    result = dict(label=label, seed=seed, exit_code=process.returncode, wall_s=seconds,
+                  wer=float(test.group(1)) if test else None, cer=float(test.group(2)) if test else None,
+                  dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(process.stdout)),
+                  load_average=os.getloadavg()[0], command=command[2:])
+    if process.returncode == 0:
+        with open(result_path, 'w') as out:
+            json.dump(result, out)
+    return result
 
 
 def summary(label, runs):
@@ -120,6 +132,8 @@ def main(argv=None):
     parser.add_argument('--corpus_dir', default=os.path.join('/tmp', 'deepspeech_quality_corpus'))
     parser.add_argument('--base_flags', default=BASE_FLAGS, help='flags of every run, before the configuration\'s')
     parser.add_argument('--out_dir', default='quality_results')
+    parser.add_argument('--resume', action='store_true',
+                        help='reuse the finished runs in --out_dir that had the same command; run only the missing ones')
     args = parser.parse_args(argv)
     configs = parse_configs(args.configs)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -128,7 +142,8 @@ def main(argv=None):
     for seed in range(1, args.seeds + 1):
         for label, flags in configs:
             runs.append(run_once(label, flags, seed, csvs, args))
-            print('{label} seed {seed}: WER {wer} in {wall_s:.0f} s (exit {exit_code})'.format(**runs[-1]), flush=True)
+            print('{label} seed {seed}: WER {wer} in {wall_s:.0f} s (exit {exit_code}{reused})'.format(
+                **dict(runs[-1], reused=', reused' if runs[-1].get('reused') else '')), flush=True)
     summaries = [summary(label, [r for r in runs if r['label'] == label]) for label, _ in configs]
     text = table(summaries)
     with open(os.path.join(args.out_dir, 'quality.txt'), 'w') as out:
