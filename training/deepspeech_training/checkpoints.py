@@ -19,7 +19,7 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 from tensorflow.python.lib.io import file_io   # the atomic write TensorFlow's own Saver uses for .meta
 
-from .model import LAYERS_FROM_OUTPUT, LSTM_SCOPE
+from .model import LAYER_NORM_SCOPE, LAYERS_FROM_OUTPUT, LSTM_SCOPE
 from .util.atomic import atomic_write
 from .util.logging import log_info, log_warn
 
@@ -119,9 +119,15 @@ def restore(session, path, drop_source_layers=0, keep=(), load_cudnn=False):
     which are initialised). A variable the checkpoint lacks is an error, never a silent
     re-initialisation, but for `learning_rate` (as DeepSpeech 0.9: older checkpoints have none), our
     `epoch_position` (DeepSpeech's checkpoints have none) and, with `load_cudnn`, the LSTM's Adam
-    moments. Variables the graph lacks are ignored."""
+    moments. Variables the graph lacks are ignored, but for --layer_norm's: without them the model would
+    compute something else than it was trained to."""
     variables = [v for v in tfv1.global_variables() if v.op.name not in keep]
     in_checkpoint = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    in_graph = {v.op.name for v in tfv1.global_variables()}
+    unused_norms = sorted(name for name in in_checkpoint if _is_layer_norm(name) and name not in in_graph)
+    if unused_norms:
+        raise CheckpointError('checkpoint {} was trained with --layer_norm (it holds {}): add --layer_norm'.format(
+            path, ', '.join(unused_norms[:4]) + (', ...' if len(unused_norms) > 4 else '')))
     dropped = [v for v in variables if _dropped(v, drop_source_layers)]
     kept = [v for v in variables if not _dropped(v, drop_source_layers)]
     absent = [v for v in kept if v.op.name not in in_checkpoint]
@@ -140,6 +146,11 @@ def restore(session, path, drop_source_layers=0, keep=(), load_cudnn=False):
     _initialise(session, absent, 'missing')
 
 
+def _is_layer_norm(name):
+    """A --layer_norm variable itself, not one of its optimizer slots (an evaluation graph has none)."""
+    return name.split('/')[-2:] in ([LAYER_NORM_SCOPE, 'beta'], [LAYER_NORM_SCOPE, 'gamma'])
+
+
 def _trained_with_cudnn(in_checkpoint):
     """The layout of the DeepSpeech 0.9 and Coqui STT release checkpoints: the LSTM's canonical weights,
     but Adam moments only for cuDNN's flat opaque kernel."""
@@ -152,6 +163,8 @@ def _missing_error(path, missing, in_checkpoint):
         hint = ('it was trained with cuDNN, like the DeepSpeech 0.9 and Coqui STT release checkpoints (the LSTM\'s '
                 'Adam moments are only in cudnn_lstm/opaque_kernel/Adam): add --load_cudnn to start the LSTM\'s '
                 'Adam moments at zero')
+    elif any(_is_layer_norm(name) for name in missing):
+        hint = 'it was trained without --layer_norm: leave that flag out to load it'
     else:
         hint = ('was it made with another --n_hidden, alphabet or model version? (--drop_source_layers '
                 're-initialises the last layers for transfer learning)')

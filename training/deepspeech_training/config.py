@@ -31,6 +31,7 @@ class Config:
     sample_rate: int = 16000
     normalize_sample_rate: bool = True
     relu_clip: float = 20.0
+    layer_norm: bool = False    # --layer_norm: after layers 1-3 and 5, as DeepSpeech 0.9
     lstm_impl: str = 'auto'     # model.LSTM_IMPLS
     feature_win_len: int = 32   # ms, as exported in the model's metadata
     feature_win_step: int = 20
@@ -158,6 +159,7 @@ def config_from_flags():
         sample_rate=FLAGS.audio_sample_rate,
         normalize_sample_rate=FLAGS.normalize_sample_rate,
         relu_clip=FLAGS.relu_clip,
+        layer_norm=FLAGS.layer_norm,
         lstm_impl=FLAGS.lstm_impl,
         feature_win_len=FLAGS.feature_win_len,
         feature_win_step=FLAGS.feature_win_step,

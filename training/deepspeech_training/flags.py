@@ -88,6 +88,9 @@ def create_flags():
     f.DEFINE_float('dropout_rate6', -1.0, 'dropout rate of layer 5 as DeepSpeech 0.9 applied it, i.e. on the '
                    'input of layer 6; combined with --dropout_rate5 (-1: --dropout_rate)')
     f.DEFINE_float('relu_clip', 20.0, 'ReLU clipping value of the dense layers', lower_bound=0.0)
+    f.DEFINE_boolean('layer_norm', False, 'layer-normalise the output of each dense layer but the last (layers 1-3 and '
+                     '5, as DeepSpeech 0.9; variables <layer>/LayerNorm/beta and /gamma); give it again to '
+                     'evaluate, export or continue such a checkpoint')
     f.DEFINE_integer('random_seed', 4568, 'seed of the graph and of the batch shuffling')
 
     # Early stopping and plateau

@@ -2,7 +2,8 @@
 
 layer_1..3: dense + clipped ReLU; layer 4: LSTM (the fused BlockLSTM op or its equivalents, variables named as
 DeepSpeech's cuDNN-compatible cell, gate order i, c, f, o, forget bias 0); layer_5: dense + clipped
-ReLU; layer_6: dense to alphabet size + 1 (the CTC blank is the last class).
+ReLU; layer_6: dense to alphabet size + 1 (the CTC blank is the last class). With --layer_norm, layers 1-3
+and 5 are layer-normalised after the ReLU, as in DeepSpeech 0.9.
 """
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
@@ -10,9 +11,21 @@ import tensorflow.compat.v1 as tfv1
 LSTM_SCOPE = 'cudnn_lstm/rnn/multi_rnn_cell/cell_0/cudnn_compatible_lstm_cell'
 # Transfer learning drops layers from the output side: drop_source_layers=k re-initialises these.
 LAYERS_FROM_OUTPUT = ['layer_6', 'layer_5', 'cudnn_lstm', 'layer_3', 'layer_2', 'layer_1']
+LAYER_NORM_SCOPE = 'LayerNorm'   # inside a layer's scope, as tf.contrib.layers.layer_norm named it
 
 
-def dense(name, x, units, dropout_rate=None, relu=True, relu_clip=20.0):
+def layer_norm(x):
+    """tf.contrib.layers.layer_norm as DeepSpeech 0.9 called it (tf.contrib is gone from TensorFlow 2):
+    normalise each row over its features, then scale by `gamma` and shift by `beta`, variables
+    <layer>/LayerNorm/beta and /gamma, epsilon 1e-12."""
+    with tfv1.variable_scope(LAYER_NORM_SCOPE):
+        beta = tfv1.get_variable('beta', x.shape[-1:], initializer=tfv1.zeros_initializer())
+        gamma = tfv1.get_variable('gamma', x.shape[-1:], initializer=tfv1.ones_initializer())
+    mean, variance = tf.nn.moments(x, [1], keepdims=True)
+    return tf.nn.batch_normalization(x, mean, variance, offset=beta, scale=gamma, variance_epsilon=1e-12)
+
+
+def dense(name, x, units, dropout_rate=None, relu=True, relu_clip=20.0, normalise=False):
     with tfv1.variable_scope(name):
         bias = tfv1.get_variable('bias', [units], initializer=tfv1.zeros_initializer())
         weights = tfv1.get_variable('weights', [x.shape[-1], units],
@@ -21,6 +34,9 @@ def dense(name, x, units, dropout_rate=None, relu=True, relu_clip=20.0):
     output = tf.nn.bias_add(tf.matmul(x, weights), bias)
     if relu:
         output = tf.minimum(tf.nn.relu(output), relu_clip)
+    if normalise:
+        with tfv1.variable_scope(name):
+            output = layer_norm(output)
     if dropout_rate is not None:
         output = tf.nn.dropout(output, rate=dropout_rate)
     return output
@@ -173,17 +189,18 @@ def create_model(windows, seq_length, config, dropout_rates, initial_state=None,
 
     dropout_rates: six scalars (tensors), for layers 1, 2, 3, 4 (LSTM output), 5 and, as in
     DeepSpeech 0.9, the input of layer 6 (applied after layer 5's own rate)."""
-    batch, relu_clip = size(windows, 0), config.relu_clip
+    batch = size(windows, 0)
+    hidden = dict(relu_clip=config.relu_clip, normalise=config.layer_norm)
     time_major = tf.transpose(windows, [1, 0, 2, 3])
     x = tf.reshape(time_major, [-1, config.window_width * config.n_input])
-    layer_1 = dense('layer_1', x, config.n_hidden, dropout_rates[0], relu_clip=relu_clip)
-    layer_2 = dense('layer_2', layer_1, config.n_hidden, dropout_rates[1], relu_clip=relu_clip)
-    layer_3 = dense('layer_3', layer_2, config.n_hidden, dropout_rates[2], relu_clip=relu_clip)
+    layer_1 = dense('layer_1', x, config.n_hidden, dropout_rates[0], **hidden)
+    layer_2 = dense('layer_2', layer_1, config.n_hidden, dropout_rates[1], **hidden)
+    layer_3 = dense('layer_3', layer_2, config.n_hidden, dropout_rates[2], **hidden)
     rnn_input = tf.reshape(layer_3, [-1, batch, config.n_hidden])
     rnn_input.set_shape([windows.shape[1], windows.shape[0], config.n_hidden])   # static in exports
     rnn_output, state = lstm(rnn_input, seq_length, config.n_hidden, initial_state)
     rnn_output = tf.nn.dropout(tf.reshape(rnn_output, [-1, config.n_hidden]), rate=dropout_rates[3])
-    layer_5 = dense('layer_5', rnn_output, config.n_hidden, dropout_rates[4], relu_clip=relu_clip)
+    layer_5 = dense('layer_5', rnn_output, config.n_hidden, dropout_rates[4], **hidden)
     layer_5 = tf.nn.dropout(layer_5, rate=dropout_rates[5])
     layer_6 = dense('layer_6', layer_5, config.n_classes, relu=False)
     return tf.reshape(layer_6, [-1, batch, config.n_classes], name='raw_logits'), state
