@@ -59,7 +59,7 @@ def run_once(label, flags, seed, csvs, args):
         with open(result_path) as previous:
             result = json.load(previous)
         if result.get('command') == command[2:]:
-            return dict(result, reused=True)
+            return dict(result, label=label, reused=True)
     started = time.time()
     process = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     seconds = time.time() - started

@@ -128,3 +128,29 @@ def test_step_profile_puts_every_matmul_in_bfloat16_with_the_flag_and_none_witho
     assert all(f32 > 0 and bf16 > 0 and bf16_share == 100 for f32, bf16, bf16_share in rows.values()), output
     float32_types = output[output.index('float32 ops by type'):output.index('bfloat16 ops by type')]
     assert 'bfloat16' not in float32_types.replace('float32 ops by type', ''), output
+
+
+def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished_runs(tmp_path):
+    out = tmp_path / 'results'
+    recipe = os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')
+    command = [sys.executable, os.path.join(ROOT, 'bin', 'benchmark_quality.py'), '--configs',
+               'defaults=;recipe=--flagfile {}'.format(recipe),
+               '--seeds', 1, '--utterances', 20, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out,
+               '--base_flags', '--n_hidden 16 --train_batch_size 4 --dev_batch_size 4 --test_batch_size 4 --epochs 1 '
+               '--beam_width 1']
+    run_command(command, timeout=600)
+    table = (out / 'quality.txt').read_text().splitlines()
+    assert table[0].split()[:3] == ['configuration', 'runs', 'test']
+    assert [line.split()[:2] for line in table[2:]] == [['defaults', '1'], ['recipe', '1']]
+    runs = json.loads((out / 'quality.json').read_text())['runs']
+    assert [(r['label'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [('defaults', 1, 0, 1),
+                                                                                   ('recipe', 1, 0, 1)]
+    assert all(0 <= r['wer'] and 0 <= r['cer'] and len(r['dev_losses']) == 1 for r in runs)
+    used = (out / 'runs' / 'recipe-seed1' / 'checkpoints' / 'flags.txt').read_text().splitlines()
+    with open(recipe) as flagfile:
+        assert set(line.strip() for line in flagfile if line.startswith('--')) <= set(used)
+    assert (out / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    # a second seed with --resume trains only that seed
+    again = run_command(command[:command.index('--seeds') + 1] + [2] + command[command.index('--seeds') + 2:]
+                        + ['--resume'], timeout=600)
+    assert again.output.count('(exit 0, reused)') == 2 and again.output.count('seed 2: WER') == 2
