@@ -10,7 +10,9 @@ configuration is `label=flags`: the flags (space-separated, e.g. a `--flagfile`)
 Reports per configuration the test WER and CER (mean and spread over the seeds: one seed tells little,
 runs of one configuration differ by several points of WER), the last dev loss, training wall time and
 steps; prints the table, writes <out_dir>/quality.txt, quality.json (every run) and quality.png (WER
-against wall time, a point per seed). Default settings: a few minutes per run on 2 cores.
+against wall time, a point per seed). Default settings: a few minutes per run on 2 cores. With --resume,
+runs already in --out_dir with the same command are reused, so `--seeds 6 --resume` adds seeds 4-6 to a
+finished 3-seed benchmark. doc/QUALITY.rst has the recipes it measured.
 """
 import argparse
 import json
