@@ -41,6 +41,7 @@ SlurmctldPidFile={dir}/slurmctld.pid
 SlurmdPidFile={dir}/slurmd-%n.pid
 SlurmctldLogFile={dir}/slurmctld.log
 SlurmdLogFile={dir}/slurmd-%n.log
+TmpFS={dir}/node_tmp
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -75,7 +76,7 @@ def _binary(name):
 
 def write_config(directory):
     """slurm.conf for hostA and hostB (1 CPU each: one task a node) under `directory`; returns its path."""
-    for sub in ['state', 'munge'] + [os.path.join('spool', host) for host in netns_hosts.HOSTS]:
+    for sub in ['state', 'munge', 'node_tmp'] + [os.path.join('spool', host) for host in netns_hosts.HOSTS]:
         os.makedirs(os.path.join(directory, sub), exist_ok=True)
     nodes = ''.join('NodeName={} NodeAddr={} CPUs=1 State=UNKNOWN\n'.format(host, address)
                     for host, address in netns_hosts.HOSTS.items())
@@ -93,14 +94,16 @@ def on_host(host, command, setup=''):
             host] + [str(part) for part in command]
 
 
-def cgroups_in_namespace():
-    """Shell that mounts again, in a namespace's own mount table, the machine's cgroup v1 hierarchies:
-    slurmd initialises its cgroup plugin even with proctrack/linuxproc and task/none, and `ip netns
-    exec` hides them under a fresh /sys. (They go when the namespace's last process does.)"""
+def node_mounts(directory):
+    """Shell that makes, in a node's own mount table, what one machine has to itself: its TmpFS (PMIx
+    puts per-step directories of fixed names there, which the other node's would clash with), and the
+    machine's cgroup v1 hierarchies, which slurmd initialises even with proctrack/linuxproc and
+    task/none, and which `ip netns exec` hides under a fresh /sys. (They go with the node's processes.)"""
     with open('/proc/self/mounts') as mounts:
         hierarchies = [(target, options) for _, target, kind, options, *_ in map(str.split, mounts)
                        if kind == 'cgroup' and target.startswith('/sys/fs/cgroup/')]
-    return 'mount -t tmpfs cgroup_root /sys/fs/cgroup && ' + ''.join(
+    node_tmp = os.path.join(directory, 'node_tmp')
+    return 'mount -t tmpfs node_tmp {} && mount -t tmpfs cgroup_root /sys/fs/cgroup && '.format(node_tmp) + ''.join(
         'mkdir -p {0} && mount -t cgroup -o {1} cgroup {0} && '.format(target, options)
         for target, options in hierarchies)
 
@@ -139,7 +142,7 @@ class Cluster:
     def start_slurmd(self, host):
         """Start (or restart: a node back after a failure) the slurmd of `host`."""
         self._start('slurmd-' + host, on_host(host, [_binary('slurmd'), '-D', '-N', host, '-f', self.conf],
-                                              setup=cgroups_in_namespace()))
+                                              setup=node_mounts(self.directory)))
 
     def kill_node(self, host):
         """The node dies: its slurmd and everything it started (job steps, their tasks) are SIGKILLed."""
@@ -210,8 +213,11 @@ def main(argv):
     reason = unavailable()
     if reason:
         sys.exit('error: ' + reason)
+    for signum in (signal.SIGINT, signal.SIGTERM):     # also when started in the background (`&`)
+        signal.signal(signum, signal.default_int_handler)
     with slurm_cluster(os.path.abspath(argv[1])) as cluster:
-        print('cluster up: SLURM_CONF={} ip netns exec {} sbatch ... (Ctrl-C stops it)'.format(cluster.conf, CONTROLLER))
+        print('cluster up: SLURM_CONF={} ip netns exec {} sbatch ... (Ctrl-C stops it)'.format(cluster.conf, CONTROLLER),
+              flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             signal.pause()
 
