@@ -144,20 +144,19 @@ class Cluster:
         self._start('slurmd-' + host, on_host(host, [_binary('slurmd'), '-D', '-N', host, '-f', self.conf],
                                               setup=node_mounts(self.directory)))
 
-    def kill_node(self, host):
-        """The node dies: its slurmd and everything it started (job steps, their tasks) are SIGKILLed."""
-        self.daemons.pop('slurmd-' + host).kill()
-        pids = subprocess.run(['ip', 'netns', 'pids', host], stdout=subprocess.PIPE,
-                              universal_newlines=True).stdout.split()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+    def kill_slurmd(self, host):
+        """The node's slurmd dies (SIGKILL): the steps it started run on until Slurm gives the node up."""
+        daemon = self.daemons.pop('slurmd-' + host)
+        daemon.kill()
+        daemon.wait()
 
-    def command(self, *args, check=True, timeout=60):
-        """A Slurm client command (sbatch, scontrol, squeue...) run on the controller's host."""
-        result = subprocess.run(on_host(CONTROLLER, args), env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
-        if check and result.returncode != 0:
+    def command(self, *args, env=None, cwd=None, timeout=60):
+        """The output of a Slurm client command (sbatch, scontrol...) run on the controller's host, with
+        `env` added to the cluster's environment (sbatch passes it on to the job)."""
+        result = subprocess.run(on_host(CONTROLLER, args), env=dict(self.env, **(env or {})), cwd=cwd,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                                timeout=timeout)
+        if result.returncode != 0:
             raise RuntimeError('{} failed ({}): {}'.format(' '.join(map(str, args)), result.returncode, result.stdout))
         return result.stdout
 

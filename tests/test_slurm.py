@@ -1,0 +1,168 @@
+"""bin/slurm/train.sbatch as a user submits it, on a two-node Slurm cluster (tests/helpers/slurm_cluster.py:
+slurmctld, a slurmd in each network-namespace host, munge): a job trains as a `-H localhost:2` run does,
+a time limit ends in a save and a requeue that goes on where the job stopped, and a node whose slurmd
+dies gets its job requeued. The ranks are started by srun --mpi=pmix (Horovod over MPI through PMIx).
+
+Every wait is bounded; the cluster's daemons are stopped by pid whatever happens."""
+import os
+import re
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, TRACE, deepspeech_command, make_corpus, run_horovod, tiny_model_flags
+from test_horovod import changes_under, saved_variables, traced_calls
+from test_multihost import losses
+
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
+import slurm_cluster  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SBATCH = os.path.join(ROOT, 'bin', 'slurm', 'train.sbatch')
+# the file's #SBATCH lines are for a GPU cluster; these fit the test cluster (1 CPU per node)
+TEST_CLUSTER_OPTIONS = ['--nodes=2', '--ntasks-per-node=1', '--cpus-per-task=1', '--gpus-per-task=0']
+ENDED = ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'NODE_FAIL', 'OUT_OF_MEMORY')
+
+
+@pytest.fixture(scope='module')
+def cluster(tmp_path_factory):
+    reason = slurm_cluster.unavailable()
+    if reason:
+        pytest.skip('a two-node Slurm cluster: ' + reason)
+    with slurm_cluster.slurm_cluster(tmp_path_factory.mktemp('slurm')) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+    """60 utterances (49 train, 5 dev): 24 steps an epoch on 2 ranks of batch 1."""
+    return make_corpus(tmp_path_factory.mktemp('corpus'), 60, 5)
+
+
+def training_flags(corpus, out_dir, total_epochs):
+    return tiny_model_flags(out_dir) + ['--train_files', corpus / 'train.csv', '--dev_files', corpus / 'dev.csv',
+                                        '--total_epochs', total_epochs]
+
+
+class Job:
+    """A job of bin/slurm/train.sbatch, submitted as a user would from the checkout."""
+
+    def __init__(self, cluster, log, flags, options=(), python=sys.executable, env=None):
+        self.cluster, self.log = cluster, log
+        trainer_flags = deepspeech_command(*flags)[2:]     # DeepSpeech.py's flags, without the interpreter
+        submitted = cluster.command('sbatch', '--parsable', '--output', log, *TEST_CLUSTER_OPTIONS, *options,
+                                    SBATCH, *trainer_flags, cwd=ROOT,
+                                    env=dict(DS_PYTHON=python, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1',
+                                             **(env or {})))
+        self.id = submitted.strip().split(';')[0]
+
+    def state(self):
+        return self.cluster.job(self.id)
+
+    def output(self):
+        with open(str(self.log)) as log:
+            return log.read()
+
+    def wait_until(self, condition, what, timeout=300):
+        """Poll until condition(job's scontrol fields) holds; fails with the log after `timeout` s."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            state = self.state()
+            if condition(state):
+                return state
+            time.sleep(0.5)
+        raise AssertionError('job {}: no {} within {} s ({}):\n{}'.format(
+            self.id, what, timeout, self.state().get('JobState'), self.output()[-5000:]))
+
+    def wait_for_log(self, pattern, timeout=300):
+        self.wait_until(lambda state: re.search(pattern, self.output()) or state['JobState'] in ENDED,
+                        repr(pattern), timeout)
+        match = re.search(pattern, self.output())
+        assert match, 'job {} ended before {!r}:\n{}'.format(self.id, pattern, self.output()[-5000:])
+        return match
+
+    def wait_until_ended(self, timeout=300):
+        return self.wait_until(lambda state: state['JobState'] in ENDED, 'end', timeout)['JobState']
+
+
+def epochs_finished(output):
+    return [int(epoch) for epoch in re.findall(r'Finished training epoch (\d+) ', output)]
+
+
+def test_sbatch_trains_on_two_nodes_as_localhost_does_and_only_rank_0_writes(cluster, corpus, tmp_path):
+    trace_dir = tmp_path / 'traces'
+    trace_dir.mkdir()
+    traced_python = tmp_path / 'python'
+    traced_python.write_text('#!/bin/sh\nexec {} {} "$@"\n'.format(TRACE, sys.executable))
+    traced_python.chmod(0o755)
+    job = Job(cluster, tmp_path / 'job.log', training_flags(corpus, tmp_path / 'slurm', 2), python=traced_python,
+              env={'TRACE_DIR': str(trace_dir)})
+    assert job.wait_until_ended() == 'COMPLETED', job.output()[-5000:]
+    output = job.output()
+    for rank in (0, 1):
+        assert '[rank {}] I Rank {} of 2 computes on: CPU only'.format(rank, rank) in output, output[-5000:]
+    assert output.count('started by srun (Slurm job {}, step 0, PMIx)'.format(job.id)) == 2, output[-5000:]
+    assert '1 rank(s) on this host' in output       # one rank on each node
+    local = run_horovod(2, *training_flags(corpus, tmp_path / 'localhost', 2), timeout=600)
+    assert len(losses(output)) == 4                 # two epochs of training and of validation
+    assert losses(output) == pytest.approx(losses(local.output), rel=1e-4)
+    assert saved_variables(tmp_path / 'slurm' / 'checkpoints')['global_step'] == \
+        saved_variables(tmp_path / 'localhost' / 'checkpoints')['global_step'] == 2 * 24
+    assert changes_under(traced_calls(trace_dir, 0), tmp_path / 'slurm'), 'rank 0 wrote nothing at all'
+    assert changes_under(traced_calls(trace_dir, 1), tmp_path / 'slurm') == []
+
+
+def test_a_time_limit_saves_requeues_and_the_requeued_job_goes_on_where_it_stopped(cluster, corpus, tmp_path):
+    total_epochs = 200   # far more than fit before the signal: it comes mid-training, whenever that is
+    job = Job(cluster, tmp_path / 'job.log', training_flags(corpus, tmp_path / 'slurm', total_epochs),
+              options=['--time=5', '--signal=B:USR1@100'])
+    job.wait_for_log(r'Finished training epoch 0 ')
+    # Training runs: now the limit comes within 2 minutes of the job's start, so the signal (100 s before)
+    # is due, and slurmctld sends it at its next time-limit check (every 30 s).
+    cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=2')
+    requeued = job.wait_until(lambda state: int(state['Restarts']) >= 1, 'requeue', timeout=180)
+    assert int(requeued['Restarts']) == 1 and requeued['JobState'] in ('PENDING', 'REQUEUED', 'CONFIGURING',
+                                                                         'RUNNING'), requeued
+    cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=10')   # the rest fits this time
+    assert job.wait_until_ended(timeout=600) == 'COMPLETED', job.output()[-5000:]
+    output = job.output()
+    first, second = output.split('job {} run 2 '.format(job.id))
+    step = int(re.search(r'Interrupted at global step (\d+), saved ', first).group(1))
+    assert 'Exiting with code 138' in first and 'time limit near: requeueing job {}'.format(job.id) in first
+    resumed_step, resumed_epoch = (int(n) for n in re.search(r'Training from global step (\d+) \(epoch (\d+)\)',
+                                                            second).groups())
+    assert resumed_step == step and 0 < step % 24, (step, first[-3000:])     # mid-epoch
+    assert resumed_epoch == step // 24
+    # The epochs of both runs are those of one uninterrupted run: the interrupted one finished once.
+    assert epochs_finished(first) + epochs_finished(second) == list(range(total_epochs))
+    assert saved_variables(tmp_path / 'slurm' / 'checkpoints')['global_step'] == total_epochs * 24
+    # The weights after the resumed epoch are those of one run without the stop (no sample of it seen
+    # twice or skipped): the validation after it and the next epoch give the same losses.
+    reference = run_horovod(2, *training_flags(corpus, tmp_path / 'reference', resumed_epoch + 2), timeout=600)
+    after_resume = [entry for entry in losses(second) if entry[1] == resumed_epoch + 1 or
+                    entry[:2] == ('validating', resumed_epoch)]
+    assert len(after_resume) == 3, losses(second)
+    assert after_resume == pytest.approx([entry for entry in losses(reference.output) if entry[:2] in
+                                          [e[:2] for e in after_resume]], rel=1e-4)
+
+
+def test_a_node_whose_slurmd_dies_fails_the_job_within_a_minute_and_the_requeued_job_resumes(cluster, corpus,
+                                                                                            tmp_path):
+    job = Job(cluster, tmp_path / 'job.log', training_flags(corpus, tmp_path / 'slurm', 10000))
+    try:
+        job.wait_for_log(r'Finished training epoch 1 ')     # a train checkpoint after each epoch
+        cluster.kill_slurmd('hostB')
+        killed = time.time()
+        requeued = job.wait_until(lambda state: int(state['Restarts']) >= 1, 'requeue', timeout=90)
+        took = time.time() - killed
+        print('job {} requeued {:.1f} s after the slurmd of hostB died: {}'.format(job.id, took, requeued['Reason']))
+        assert took < 60
+        cluster.start_slurmd('hostB')       # the node is back (ReturnToService=2 makes it usable again)
+        job.wait_for_log(r'job {} run 2 '.format(job.id))     # the first run's processes are gone by now
+        saved = saved_variables(tmp_path / 'slurm' / 'checkpoints')['global_step']
+        match = job.wait_for_log(r'job {} run 2 [\s\S]*Training from global step (\d+)'.format(job.id))
+        assert int(match.group(1)) == saved > 0
+        job.wait_for_log(r'job {} run 2 [\s\S]*Finished training epoch'.format(job.id))
+    finally:
+        cluster.command('scancel', job.id)
