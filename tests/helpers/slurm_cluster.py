@@ -94,16 +94,18 @@ def on_host(host, command, setup=''):
             host] + [str(part) for part in command]
 
 
-def node_mounts(directory):
-    """Shell that makes, in a node's own mount table, what one machine has to itself: its TmpFS (PMIx
-    puts per-step directories of fixed names there, which the other node's would clash with), and the
-    machine's cgroup v1 hierarchies, which slurmd initialises even with proctrack/linuxproc and
-    task/none, and which `ip netns exec` hides under a fresh /sys. (They go with the node's processes.)"""
+def node_mounts(directory, host):
+    """Shell that makes, in a node's own mount table, what one machine has to itself and loses on a
+    reboot: its TmpFS (PMIx puts per-step directories of fixed names there, which the other node's would
+    clash with), its spool directory on a tmpfs (a node that died leaves the sockets of its steps there,
+    which a requeued step of the same id cannot bind again), and the machine's cgroup v1 hierarchies,
+    which slurmd initialises even with proctrack/linuxproc and task/none and which `ip netns exec`
+    hides under a fresh /sys. (They go with the node's processes.)"""
     with open('/proc/self/mounts') as mounts:
         hierarchies = [(target, options) for _, target, kind, options, *_ in map(str.split, mounts)
                        if kind == 'cgroup' and target.startswith('/sys/fs/cgroup/')]
-    node_tmp = os.path.join(directory, 'node_tmp')
-    return 'mount -t tmpfs node_tmp {} && mount -t tmpfs cgroup_root /sys/fs/cgroup && '.format(node_tmp) + ''.join(
+    return 'mount -t tmpfs node_tmp {} && mount -t tmpfs node_spool {} && mount -t tmpfs cgroup_root /sys/fs/cgroup && '.format(
+        os.path.join(directory, 'node_tmp'), os.path.join(directory, 'spool', host)) + ''.join(
         'mkdir -p {0} && mount -t cgroup -o {1} cgroup {0} && '.format(target, options)
         for target, options in hierarchies)
 
@@ -140,9 +142,18 @@ class Cluster:
         return self
 
     def start_slurmd(self, host):
-        """Start (or restart: a node back after a failure) the slurmd of `host`."""
         self._start('slurmd-' + host, on_host(host, [_binary('slurmd'), '-D', '-N', host, '-f', self.conf],
-                                              setup=node_mounts(self.directory)))
+                                              setup=node_mounts(self.directory, host)))
+
+    def reboot_node(self, host):
+        """A failed node back in service: what is left of its processes (job steps and tasks that outlived
+        its slurmd, all started by us) is SIGKILLed, as a reboot would, and its slurmd started again.
+        (Left alive, the old step would answer for the requeued job's step of the same id.)"""
+        for pid in subprocess.run(['ip', 'netns', 'pids', host], stdout=subprocess.PIPE,
+                                  universal_newlines=True).stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        self.start_slurmd(host)
 
     def kill_slurmd(self, host):
         """The node's slurmd dies (SIGKILL): the steps it started run on until Slurm gives the node up."""
