@@ -6,6 +6,7 @@ dies gets its job requeued. The ranks are started by srun --mpi=pmix (Horovod ov
 Every wait is bounded; the cluster's daemons are stopped by pid whatever happens."""
 import os
 import re
+import signal
 import sys
 import time
 
@@ -189,3 +190,73 @@ def test_a_node_whose_slurmd_dies_fails_the_job_within_a_minute_and_the_requeued
         job.wait_for_log(r'job {} run 2 [\s\S]*Finished training epoch'.format(job.id))
     finally:
         cluster.command('scancel', job.id)
+
+
+@pytest.mark.fast
+def test_sigusr1_is_a_stop_request_and_a_second_one_after_the_stop_is_ignored():
+    """Slurm's time-limit signal (--signal=USR1@<s>, or forwarded by bin/slurm/train.sbatch) stops training
+    as SIGTERM does; after the stop another SIGUSR1 (srun signals every task) must not kill the rank."""
+    from deepspeech_training.trainer import STOP_SIGNALS, Interrupted, StopRequests
+    previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in STOP_SIGNALS}
+    try:
+        with pytest.raises(Interrupted):
+            with StopRequests() as requests:
+                os.kill(os.getpid(), signal.SIGUSR1)
+                assert requests.votes() == [False, False, True]
+                raise Interrupted(StopRequests.exit_code(requests.votes()))
+        assert signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGUSR1)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize('summed_votes, exit_code', [([0, 0, 2], 138), ([0, 1, 1], 143), ([1, 0, 1], 130),
+                                                     ([0, 0, 0], None)])
+def test_the_exit_code_names_the_first_kind_of_stop_signal_any_rank_got(summed_votes, exit_code):
+    """Votes summed over ranks (SIGINT, SIGTERM, SIGUSR1): 128 + the signal, Ctrl-C first."""
+    from deepspeech_training.trainer import StopRequests
+    assert StopRequests.exit_code(summed_votes) == exit_code
+
+
+SRUN_TASK = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '0', 'SLURM_STEP_NUM_TASKS': '2', 'SLURM_PROCID': '1',
+             'PMIX_RANK': '1'}
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize('env, name', [
+    (SRUN_TASK, 'srun (Slurm job 7, step 0, PMIx)'),
+    ({'HOROVOD_GLOO_RENDEZVOUS_ADDR': '10.77.0.1', 'HOROVOD_RANK': '1', 'SLURM_JOB_ID': '7'}, 'horovodrun (Gloo)'),
+    ({'OMPI_COMM_WORLD_RANK': '1'}, 'mpirun'),
+    ({'SLURM_JOB_ID': '7', 'SLURM_PROCID': '0'}, None),      # a batch script's own environment: no launcher
+])
+def test_the_launcher_is_named_from_the_environment_it_left(env, name):
+    from deepspeech_training.distributed import launcher
+    assert launcher(env) == name
+
+
+@pytest.mark.fast
+def test_srun_tasks_that_are_not_one_jobs_ranks_stop_with_the_launch_line_to_use():
+    from deepspeech_training.distributed import Horovod, Single, check_slurm_step
+    rank1 = Horovod.__new__(Horovod)
+    rank1.rank, rank1.size = 1, 2
+    check_slurm_step(rank1, SRUN_TASK)              # srun --mpi=pmix ... --horovod: task 1 is rank 1 of 2
+    check_slurm_step(Single(), {})                  # no srun at all
+    check_slurm_step(Single(), dict(SRUN_TASK, SLURM_STEP_NUM_TASKS='1', SLURM_PROCID='0'))
+    for alone in (Single(), Horovod.__new__(Horovod)):      # no --horovod, or srun without --mpi=pmix
+        alone.rank, alone.size = 0, 1
+        with pytest.raises(SystemExit, match=r'srun started 2 tasks \(this is task 1\) but this process is rank 0 '
+                                             r'of 1: .*srun --mpi=pmix'):
+            check_slurm_step(alone, SRUN_TASK)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize('epochs, total_epochs, checkpoint_epoch, end_epoch, first_epoch', [
+    (3, 0, 5, 8, 5),      # --epochs counts this run's epochs
+    (3, 6, 5, 6, 0),      # --total_epochs: where one uninterrupted run would end, augmenting as it did
+    (3, 6, 6, 6, 0),      # a rerun after the end trains nothing
+])
+def test_total_epochs_ends_a_rerun_where_one_run_would(epochs, total_epochs, checkpoint_epoch, end_epoch, first_epoch):
+    from deepspeech_training.trainer import end_epochs
+    assert end_epochs(checkpoint_epoch, epochs, total_epochs) == (end_epoch, first_epoch)

@@ -78,6 +78,7 @@ class TrainingProgress:
     tracker: DevTracker             # best dev loss and epochs without improvement
     epoch: int = None               # None: not started yet (taken from the synced global_step)
     end_epoch: int = None           # the first epoch this run does not train
+    first_epoch: int = None         # where the augmentations' A:B ranges start
     batches_done: int = 0           # of the current epoch, out of ...
     batches_planned: int = 0        # ... the epoch's length when it was planned (0: not planned yet)
     steps_run: int = 0              # by this run, counted alike on every rank (global_step may not be)
@@ -102,6 +103,15 @@ class Summaries:
     def close(self):
         for writer in self.writers.values():
             writer.close()
+
+
+def end_epochs(checkpoint_epoch, epochs, total_epochs):
+    """(the first epoch not to train, the first epoch of the augmentations' A:B ranges) for a run that
+    resumes at `checkpoint_epoch`: --epochs more, or up to --total_epochs, the same for every rerun of
+    the command (a requeued job), which then augments as the first run did."""
+    if total_epochs:
+        return total_epochs, 0
+    return checkpoint_epoch + epochs, checkpoint_epoch
 
 
 class Interrupted(Exception):
@@ -260,14 +270,12 @@ class Trainer:
     def _start(self, state):
         """What a (re)start sets up: the reset hook. Returns the progress to go on from."""
         progress = state.progress
-        training = self.training_settings
         if progress.epoch is None:
             self._resume_position(progress)
-            progress.end_epoch = training.total_epochs or progress.epoch + training.epochs
-        if self.training.input_set.augmenter:   # A:B ranges run over this run's epochs (all, with
-            # --total_epochs, so a requeued job augments as the first did), on joiners too
-            self.training.input_set.augmenter.first_epoch = progress.end_epoch - (training.total_epochs or
-                                                                                 training.epochs)
+            progress.end_epoch, progress.first_epoch = end_epochs(progress.epoch, self.training_settings.epochs,
+                                                                  self.training_settings.total_epochs)
+        if self.training.input_set.augmenter:   # A:B ranges run over the epochs, on joiners too
+            self.training.input_set.augmenter.first_epoch = progress.first_epoch
         for iterator in [self.training] + self.validations:
             iterator.restart(progress.end_epoch)
         base_rate = self.session.run(self.learning_rate)
