@@ -1,7 +1,8 @@
 """bin/slurm/train.sbatch as a user submits it, on a two-node Slurm cluster (tests/helpers/slurm_cluster.py:
 slurmctld, a slurmd in each network-namespace host, munge): a job trains as a `-H localhost:2` run does,
 a time limit ends in a save and a requeue that goes on where the job stopped, and a node whose slurmd
-dies gets its job requeued. The ranks are started by srun --mpi=pmix (Horovod over MPI through PMIx).
+dies gets its job requeued. The ranks are started by srun --mpi=pmix (Horovod over MPI through PMIx);
+the first test also by horovodrun inside the allocation (Gloo, over the ssh stand-in).
 
 Every wait is bounded; the cluster's daemons are stopped by pid whatever happens."""
 import os
@@ -12,11 +13,12 @@ import time
 
 import pytest
 
-from conftest import ROOT, TRACE, deepspeech_command, make_corpus, run_horovod, tiny_model_flags
+from conftest import PYTHON_BIN, ROOT, TRACE, deepspeech_command, make_corpus, run_horovod, tiny_model_flags
 from test_horovod import changes_under, saved_variables, traced_calls
 from test_multihost import losses
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
+import netns_hosts  # noqa: E402
 import slurm_cluster  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -110,19 +112,23 @@ def epochs_finished(output):
     return [int(epoch) for epoch in re.findall(r'Finished training epoch (\d+) ', output)]
 
 
-def test_sbatch_trains_on_two_nodes_as_localhost_does_and_only_rank_0_writes(cluster, corpus, tmp_path):
+@pytest.mark.parametrize('launcher', ['srun', 'horovodrun'])
+def test_sbatch_trains_on_two_nodes_as_localhost_does_and_only_rank_0_writes(cluster, corpus, tmp_path, launcher):
     trace_dir = tmp_path / 'traces'
     trace_dir.mkdir()
     traced_python = tmp_path / 'python'
     traced_python.write_text('#!/bin/sh\nexec {} {} "$@"\n'.format(TRACE, sys.executable))
     traced_python.chmod(0o755)
+    # horovodrun reaches hostB through the ssh stand-in, first on PATH
+    path = os.pathsep.join([os.path.dirname(netns_hosts.SSH), PYTHON_BIN, os.environ['PATH']])
     job = Job(cluster, tmp_path / 'job.log', training_flags(corpus, tmp_path / 'slurm', 2), python=traced_python,
-              env={'TRACE_DIR': str(trace_dir)})
+              env={'TRACE_DIR': str(trace_dir), 'DS_LAUNCHER': launcher, 'PATH': path})
     assert job.wait_until_ended() == 'COMPLETED', job.output()[-5000:]
     output = job.output()
     for rank in (0, 1):
         assert '[rank {}] I Rank {} of 2 computes on: CPU only'.format(rank, rank) in output, output[-5000:]
-    assert output.count('started by srun (Slurm job {}, step 0, PMIx)'.format(job.id)) == 2, output[-5000:]
+    started_by = {'srun': 'srun (Slurm job {}, step 0, PMIx)'.format(job.id), 'horovodrun': 'horovodrun (Gloo)'}
+    assert output.count('started by ' + started_by[launcher]) == 2, output[-5000:]
     assert '1 rank(s) on this host' in output       # one rank on each node
     local = run_horovod(2, *training_flags(corpus, tmp_path / 'localhost', 2), timeout=600)
     assert len(losses(output)) == 4                 # two epochs of training and of validation
