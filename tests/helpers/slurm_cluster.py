@@ -7,7 +7,7 @@ Each daemon runs in the foreground as a child of ours (so it is stopped by pid, 
 host's namespace with that host's hostname, as on two machines: a job step on hostB sees hostB's
 network and name. Slurm's own commands reach slurmctld only from inside a namespace: `command()`.
 
-Used by tests/test_slurm.py; by hand (as root), to try the sbatch files of bin/slurm/:
+Used by tests/test_slurm.py; by hand (as root), to try bin/slurm/train.sbatch (doc/SLURM.rst):
 
     python tests/helpers/slurm_cluster.py /tmp/cluster    # up until Ctrl-C; prints how to submit
 """
@@ -21,7 +21,7 @@ import time
 
 import netns_hosts
 
-DAEMONS = ('munged', 'mungekey', 'slurmctld', 'slurmd', 'sbatch', 'scontrol')
+PROGRAMS = ('munged', 'mungekey', 'slurmctld', 'slurmd', 'sbatch', 'scontrol')
 CONTROLLER = 'hostA'
 # Node failure is noticed SlurmdTimeout after the last answer; slurmctld pings about every
 # SlurmdTimeout / 3, so a dead slurmd makes its node DOWN (and its job requeued) in 10-20 s.
@@ -64,7 +64,7 @@ PartitionName=test Nodes={node_names} Default=YES MaxTime=INFINITE State=UP
 
 def unavailable():
     """Why the cluster cannot run here (None if it can)."""
-    missing = [name for name in DAEMONS if not shutil.which(name) and not os.path.exists('/usr/sbin/' + name)]
+    missing = [name for name in PROGRAMS if not shutil.which(name) and not os.path.exists('/usr/sbin/' + name)]
     if missing:
         return 'Slurm/munge not installed ({} missing: apt-get install slurm-wlm munge)'.format(', '.join(missing))
     return netns_hosts.unavailable()

@@ -32,7 +32,9 @@ def train_set(records, dist, config, training):
     plan(0)
     augmenter = None
     if training.augment:
-        augmenter = Augmenter(parse_augmentations(training.augment), training.random_seed, training.epochs)
+        # A:B ranges over the epochs of end_epochs(): all of them with --total_epochs
+        augmenter = Augmenter(parse_augmentations(training.augment), training.random_seed,
+                              training.total_epochs or training.epochs)
     feature_cache = open_feature_cache(training.feature_cache, records, config, training, dist.process_name())
     return InputSet('Training', records, plan, training.train_batch_size, augmenter, feature_cache)
 
