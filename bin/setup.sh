@@ -44,7 +44,9 @@ pip_quietly() { "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored" >&2); }
 # Horovod build (cmake, g++), an MPI, strace (tests watch which rank touches which file), and what KenLM's lmplz/build_binary build needs.
 # iproute2 (ip netns, tc): the two-host tests and bin/benchmark_network.py. libopus0: Opus in .sdb files (opuslib).
 # sshfs, openssh-server: a networked filesystem for bin/benchmark_storage.py (tests/helpers/netns_sshfs.py).
+# slurm-wlm, munge, libpmix-dev: the two-node Slurm cluster of tests/test_slurm.py (srun --mpi=pmix).
 APT_PACKAGES="espeak-ng sox ffmpeg libsndfile1 cmake g++ make openmpi-bin libopenmpi-dev strace iproute2 libopus0 sshfs openssh-server
+  slurm-wlm munge libpmix-dev
   libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
   zlib1g-dev libbz2-dev liblzma-dev"
 

@@ -57,7 +57,9 @@ def main(_):
         raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
                              '--export_dir to export or --one_shot_infer to transcribe a file')
     settings = settings_from_flags()
-    logging.log_every_rank('Rank {} of {} computes on: {}'.format(dist.rank, dist.size, distributed.devices(dist)))
+    started_by = distributed.launcher(os.environ)
+    logging.log_every_rank('Rank {} of {} computes on: {}{}'.format(
+        dist.rank, dist.size, distributed.devices(dist), '' if started_by is None else ', started by ' + started_by))
     if not FLAGS.bytes_output_mode:
         logging.log_info('Alphabet: {} ({} labels)'.format(os.path.abspath(alphabet_path(FLAGS.alphabet_config_path)),
                                                           settings.model.alphabet.GetSize()))

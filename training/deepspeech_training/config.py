@@ -57,6 +57,7 @@ class CheckpointSettings:
 @dataclass
 class TrainingSettings:
     epochs: int
+    total_epochs: int
     train_batch_size: int
     dev_batch_size: int
     learning_rate: float

@@ -313,12 +313,42 @@ def devices(dist):
                      for index, gpu in used)
 
 
+def launcher(env):
+    """Which launcher started this process (from its environment `env`; None: none), for the start-up
+    log: Horovod takes rank and size from it (Gloo from horovodrun's variables, MPI from mpirun's or, under srun
+    --mpi=pmix, from Slurm's PMIx server)."""
+    if 'HOROVOD_GLOO_RENDEZVOUS_ADDR' in env:
+        return 'horovodrun (Gloo)'
+    if 'SLURM_STEP_ID' in env:      # a task of an srun step (a batch script itself has no step id)
+        return 'srun (Slurm job {}, step {}, {})'.format(env.get('SLURM_JOB_ID'), env['SLURM_STEP_ID'],
+                                                      'PMIx' if 'PMIX_RANK' in env else 'no PMIx')
+    if 'OMPI_COMM_WORLD_RANK' in env or 'PMI_RANK' in env:
+        return 'mpirun'
+    return None
+
+
+def check_slurm_step(dist, env):
+    """Fail when srun started several tasks that are not the ranks of one job: without --horovod, or
+    without srun --mpi=pmix (Horovod then sees one rank in each task), every task would train alone and
+    all would write the same checkpoints."""
+    if 'SLURM_STEP_ID' not in env or 'HOROVOD_GLOO_RENDEZVOUS_ADDR' in env:
+        return
+    tasks, task = int(env.get('SLURM_STEP_NUM_TASKS', 1)), int(env.get('SLURM_PROCID', 0))
+    if (tasks, task) != (dist.size, dist.rank):
+        raise SystemExit('srun started {} tasks (this is task {}) but this process is rank {} of {}: start '
+                         'one task per rank with `srun --mpi=pmix python DeepSpeech.py --horovod ...` '
+                         '(bin/slurm/train.sbatch)'.format(tasks, task, dist.rank, dist.size))
+
+
 def init(use_horovod, elastic=False):
     if not use_horovod:
-        return Single()
-    try:
-        import horovod.tensorflow as hvd
-        import horovod.tensorflow.elastic  # noqa: F401 (hvd.elastic)
-    except ImportError as error:
-        raise SystemExit('{} ({})'.format(INSTALL_HINT, error))
-    return Elastic(hvd) if elastic else Horovod(hvd)
+        dist = Single()
+    else:
+        try:
+            import horovod.tensorflow as hvd
+            import horovod.tensorflow.elastic  # noqa: F401 (hvd.elastic)
+        except ImportError as error:
+            raise SystemExit('{} ({})'.format(INSTALL_HINT, error))
+        dist = Elastic(hvd) if elastic else Horovod(hvd)
+    check_slurm_step(dist, os.environ)
+    return dist

@@ -71,6 +71,9 @@ def create_flags():
     # Training
     f.DEFINE_integer('epochs', 75, 'how many epochs (complete runs through the train files) to train for',
                      lower_bound=0)
+    f.DEFINE_integer('total_epochs', 0, 'train until the checkpoint has this many epochs in all, instead of '
+                     '--epochs more: the same command run again (a requeued Slurm job) ends where one '
+                     'uninterrupted run would (0: off)', lower_bound=0)
     f.DEFINE_integer('train_batch_size', 1, 'samples per training step', lower_bound=1)
     f.DEFINE_integer('dev_batch_size', 1, 'samples per validation step', lower_bound=1)
     f.DEFINE_integer('test_batch_size', 1, 'samples per test step', lower_bound=1)

@@ -32,7 +32,9 @@ def train_set(records, dist, config, training):
     plan(0)
     augmenter = None
     if training.augment:
-        augmenter = Augmenter(parse_augmentations(training.augment), training.random_seed, training.epochs)
+        # A:B ranges over the epochs of end_epochs(): all of them with --total_epochs
+        augmenter = Augmenter(parse_augmentations(training.augment), training.random_seed,
+                              training.total_epochs or training.epochs)
     feature_cache = open_feature_cache(training.feature_cache, records, config, training, dist.process_name())
     return InputSet('Training', records, plan, training.train_batch_size, augmenter, feature_cache)
 
@@ -78,6 +80,7 @@ class TrainingProgress:
     tracker: DevTracker             # best dev loss and epochs without improvement
     epoch: int = None               # None: not started yet (taken from the synced global_step)
     end_epoch: int = None           # the first epoch this run does not train
+    first_epoch: int = None         # where the augmentations' A:B ranges start
     batches_done: int = 0           # of the current epoch, out of ...
     batches_planned: int = 0        # ... the epoch's length when it was planned (0: not planned yet)
     steps_run: int = 0              # by this run, counted alike on every rank (global_step may not be)
@@ -104,24 +107,39 @@ class Summaries:
             writer.close()
 
 
+def end_epochs(checkpoint_epoch, epochs, total_epochs):
+    """(the first epoch not to train, the first epoch of the augmentations' A:B ranges) for a run that
+    resumes at `checkpoint_epoch`: --epochs more, or up to --total_epochs, the same for every rerun of
+    the command (a requeued job), which then augments as the first run did."""
+    if total_epochs:
+        return total_epochs, 0
+    return checkpoint_epoch + epochs, checkpoint_epoch
+
+
 class Interrupted(Exception):
-    """Training stopped on SIGINT/SIGTERM after a train checkpoint of the current step was saved."""
+    """Training stopped on a signal (STOP_SIGNALS) after a train checkpoint of the current step was saved."""
 
     def __init__(self, exit_code):
         super().__init__('interrupted')
         self.exit_code = exit_code
 
 
+# What stops training with a checkpoint of the current step: Ctrl-C, a launcher's or scheduler's SIGTERM,
+# and SIGUSR1, which Slurm sends before a job's time limit (`--signal=USR1@<s>`, bin/slurm/). The exit
+# code says which came (128 + the signal); when the ranks got several, the first of this order wins.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+
+
 class StopRequests:
-    """SIGINT and SIGTERM only set a flag (the handler saves nothing); the train loop reads it between
-    steps, and all ranks agree on it so they stop at the same step."""
+    """STOP_SIGNALS only set a flag (the handler saves nothing); the train loop reads it between steps,
+    and all ranks agree on it so they stop at the same step."""
 
     def __init__(self):
         self.signum, self.previous = 0, {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in STOP_SIGNALS:
                 if signal.getsignal(signum) is not signal.SIG_IGN:   # e.g. SIGINT of a `cmd &` job
                     self.previous[signum] = signal.signal(signum, self._handle)
         return self
@@ -130,17 +148,24 @@ class StopRequests:
         self.signum = self.signum or signum
 
     def __exit__(self, exc_type, *_):
-        # After an agreed stop the process is on its way out with its code: a launcher's SIGTERM that comes
-        # later (horovodrun forwards a signal to the ranks one by one, Slurm signals every task) must not
-        # turn that exit into a death by signal (horovodrun then reports 143 for a rank that stopped cleanly).
+        # After an agreed stop the process is on its way out with its code: a launcher's SIGTERM (or a
+        # second SIGUSR1) that comes later (horovodrun forwards a signal to the ranks one by one, Slurm
+        # signals every task) must not turn that exit into a death by signal (horovodrun then reports 143
+        # for a rank that stopped cleanly). Ctrl-C still ends a stuck shutdown.
         for signum, handler in self.previous.items():
-            stopping = exc_type is Interrupted and signum == signal.SIGTERM
+            stopping = exc_type is Interrupted and signum != signal.SIGINT
             signal.signal(signum, signal.SIG_IGN if stopping else handler)
 
-    def exit_code(self, stop, sigint):
-        """From the agreed sums over ranks: None, or 130 if any rank got SIGINT, else 143 (SIGTERM)."""
-        if stop:
-            return 128 + (signal.SIGINT if sigint else signal.SIGTERM)
+    def votes(self):
+        """This rank's part of the agreed stop, summed over ranks: one count per stop signal."""
+        return [self.signum == signum for signum in STOP_SIGNALS]
+
+    @staticmethod
+    def exit_code(summed_votes):
+        """From the votes summed over ranks: None (no stop), else 128 + the first signal any rank got."""
+        for signum, votes in zip(STOP_SIGNALS, summed_votes):
+            if votes:
+                return 128 + signum
         return None
 
 
@@ -249,9 +274,10 @@ class Trainer:
         progress = state.progress
         if progress.epoch is None:
             self._resume_position(progress)
-            progress.end_epoch = progress.epoch + self.training_settings.epochs
-        if self.training.input_set.augmenter:   # A:B ranges run over this run's epochs, on joiners too
-            self.training.input_set.augmenter.first_epoch = progress.end_epoch - self.training_settings.epochs
+            progress.end_epoch, progress.first_epoch = end_epochs(progress.epoch, self.training_settings.epochs,
+                                                                  self.training_settings.total_epochs)
+        if self.training.input_set.augmenter:   # A:B ranges run over the epochs, on joiners too
+            self.training.input_set.augmenter.first_epoch = progress.first_epoch
         for iterator in [self.training] + self.validations:
             iterator.restart(progress.end_epoch)
         base_rate = self.session.run(self.learning_rate)
@@ -293,10 +319,9 @@ class Trainer:
         same on every rank: one allreduce a step (~2-3 ms under Horovod on localhost, free on one process)
         carries the signals and the save timers, so a stop fits in horovodrun's 5 s SIGTERM grace and
         no rank enters a save's broadcast while another is in the next step's allreduce."""
-        signum = self.stop_requests.signum
         save_due = time.time() - self.last_save > self.settings.checkpoints.checkpoint_secs
-        stop, sigint, save = self.dist.sum(self.session, [signum != 0, signum == signal.SIGINT, save_due])
-        exit_code = self.stop_requests.exit_code(stop, sigint)
+        *votes, save = self.dist.sum(self.session, self.stop_requests.votes() + [save_due])
+        exit_code = self.stop_requests.exit_code(votes)
         if exit_code:
             raise Interrupted(exit_code)
         commit_steps = self.training_settings.horovod_elastic_commit_steps
