@@ -36,8 +36,9 @@ def test_recipe_trains_one_tiny_epoch_with_the_users_flags_after_it(recipe, tmp_
                          '--dev_files', SMOKE_CSV, '--epochs', 1)
     assert 'Finished training epoch 0' in run.output and 'Finished Validation' in run.output
     used = (tmp_path / 'checkpoints' / 'flags.txt').read_text().splitlines()
-    assert '--n_hidden=16' in used     # the user's flag after the recipe wins
-    assert set(line for line in recipe_lines(recipe)[1] if not line.startswith('--n_hidden')) <= set(used)
+    assert '--n_hidden=16' in used and '--dropout_rate=0.0' in used     # the user's flags after the recipe win
+    overridden = ('--n_hidden=', '--dropout_rate=')
+    assert set(line for line in recipe_lines(recipe)[1] if not line.startswith(overridden)) <= set(used)
 
 
 @pytest.mark.slow
