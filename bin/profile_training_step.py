@@ -21,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'training'))
@@ -57,10 +56,11 @@ def profile(mode, args):
     import tensorflow as tf
     import tensorflow.compat.v1 as tfv1
     from deepspeech_training import model
-    from deepspeech_training.config import session_config
+    from deepspeech_training.config import N_CONTEXT, N_INPUT, Config, session_config
     tfv1.disable_eager_execution()
     tfv1.set_random_seed(0)
-    config = SimpleNamespace(n_input=26, window_width=19, n_hidden=args.n_hidden, n_classes=29, relu_clip=20.0)
+    config = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
+                    audio_step_samples=320, n_hidden=args.n_hidden, n_classes=29)
     rng = np.random.RandomState(0)
     windows = tf.constant(rng.randn(args.batch, args.frames, 19, 26).astype(np.float32))
     seq_length = tf.fill([args.batch], args.frames)
