@@ -140,9 +140,10 @@ def test_sbatch_trains_on_two_nodes_as_localhost_does_and_only_rank_0_writes(clu
 
 
 def test_a_time_limit_saves_requeues_and_the_requeued_job_goes_on_where_it_stopped(cluster, corpus, tmp_path):
-    # slurmctld checks time limits every 30 s; 30 epochs of 24 steps last longer (1.2 s an epoch at the
-    # fastest measured), so the signal comes mid-training.
-    total_epochs = 30
+    # slurmctld checks time limits every 30 s, so the signal comes up to ~35 s after the update below; 70
+    # epochs of 24 steps last twice that at the fastest measured (1.0 s an epoch, validation included; 30
+    # epochs were once all done before the signal came), so it comes mid-training.
+    total_epochs = 70
     job = Job(cluster, tmp_path / 'job.log', training_flags(corpus, tmp_path / 'slurm', total_epochs),
               options=['--time=5', '--signal=B:USR1@100'])
     job.wait_for_log(r'Finished training epoch 0 ')
