@@ -57,10 +57,11 @@ def run_once(label, flags, seed, csvs, args):
                 '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'), '--summary_dir',
                 os.path.join(run_dir, 'summaries'), '--noshow_progressbar', '--load_train', 'init']
                + shlex.split(args.base_flags) + flags)
+    run_flags = command[2:]     # the run's identity for --resume: not the interpreter or the checkout's path
     if args.resume and os.path.exists(result_path):
         with open(result_path) as previous:
             result = json.load(previous)
-        if result.get('command') == command[2:]:
+        if result.get('command') == run_flags:
             return dict(result, label=label, reused=True)
     started = time.time()
     process = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
@@ -73,7 +74,7 @@ def run_once(label, flags, seed, csvs, args):
     result = dict(label=label, seed=seed, exit_code=process.returncode, wall_s=seconds,
                   wer=float(test.group(1)) if test else None, cer=float(test.group(2)) if test else None,
                   dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(process.stdout)),
-                  load_average=os.getloadavg()[0], command=command[2:])
+                  load_average=os.getloadavg()[0], command=run_flags)
     if process.returncode == 0:
         with open(result_path, 'w') as out:
             json.dump(result, out)
