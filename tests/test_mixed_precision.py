@@ -20,26 +20,43 @@ MATMUL_OPS = ('MatMul', 'BatchMatMulV2', '_MklMatMul', '_MklNativeMatMul', '_Fus
               '_MklNativeFusedMatMul')
 
 
-def matmul_types(mixed_precision):
-    """The types of the matrix products in one training step of a small model as the session runs it
-    (the graph after grappler's rewrites)."""
+def step_graph_types(mixed_precision):
+    """{(op type, node name): type} of one training step of a small model as the session runs it (the
+    graph after grappler's rewrites)."""
     config = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
                     audio_step_samples=320, n_hidden=64, n_classes=29, lstm_impl='scan')
     with tf.Graph().as_default():
         logits, _ = create_model(tf.random.uniform([2, 20, 19, 26]), tf.fill([2], 20), config, [0.0] * 6,
-                                 lstm=lstm_function(config.lstm_impl))
+                                 lstm=lstm_function(config.lstm_impl, mixed_precision))
         step = tfv1.train.AdamOptimizer().minimize(tf.reduce_mean(logits ** 2))
         with tfv1.Session(config=session_config(mixed_precision=mixed_precision)) as session:
             session.run(tfv1.global_variables_initializer())
             metadata = tfv1.RunMetadata()
             session.run(step, options=tfv1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
-    return {tf.dtypes.as_dtype(node.attr['T'].type).name for graph in metadata.partition_graphs
-            for node in graph.node if node.op in MATMUL_OPS}
+    return {(node.op, node.name): tf.dtypes.as_dtype(node.attr['T'].type).name for graph in metadata.partition_graphs
+            for node in graph.node if 'T' in node.attr}
+
+
+def matmul_types(mixed_precision):
+    return {dtype for (op, _), dtype in step_graph_types(mixed_precision).items() if op in MATMUL_OPS}
 
 
 def test_the_rewrite_multiplies_in_bfloat16_only_with_the_flag():
     assert matmul_types(BFLOAT16) == {'bfloat16'}
     assert matmul_types(None) == {'float32'}
+
+
+def test_the_lstm_loops_keep_their_state_and_gates_in_float32_with_the_flag():
+    """Only the products are bfloat16: cell state and gates forward, the gradients carried back, in float32
+    (left to the rewrite they were bfloat16, and its rounding compounded over the time steps)."""
+    types = step_graph_types(BFLOAT16)
+    loop_math = {(op, name): dtype for (op, name), dtype in types.items()
+                 if 'while/' in name and op in ('Mul', 'AddV2', 'AddN', 'Sub', 'Sigmoid', 'Tanh', 'Square')
+                 and dtype != 'int32'}   # int32: the loop counters
+    assert len(loop_math) >= 20, types
+    assert set(loop_math.values()) == {'float32'}, loop_math
+    loop_products = {dtype for (op, name), dtype in types.items() if 'while/' in name and op in MATMUL_OPS}
+    assert loop_products == {'bfloat16'}
 
 
 @pytest.fixture(scope='module')

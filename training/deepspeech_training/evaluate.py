@@ -146,7 +146,7 @@ def build_evaluation(settings, sets, dist):
     checkpointer, broadcast)."""
     tfv1.reset_default_graph()
     batch, iterators = build_input(sets, settings.model)
-    forward = build_forward(batch, settings.model)
+    forward = build_forward(batch, settings.model, settings.session.mixed_precision)
     tfv1.train.get_or_create_global_step()
     tfv1.get_variable('learning_rate', initializer=0.0, trainable=False)    # loaded with the checkpoint
     checkpoints = settings.checkpoints

@@ -115,10 +115,13 @@ def build_input(sets, config):
     return batch, iterators
 
 
-def build_forward(batch, config):
+def build_forward(batch, config, mixed_precision=None):
+    """The model on `batch`, its CTC loss and probabilities; `mixed_precision`: --automatic_mixed_precision's
+    16-bit type (None: float32)."""
     indices, weights, windows, seq_length, labels, label_lengths = batch
     dropout_rates = dropout_placeholders()
-    logits, _ = create_model(windows, seq_length, config, dropout_rates, lstm=lstm_function(config.lstm_impl))
+    logits, _ = create_model(windows, seq_length, config, dropout_rates,
+                             lstm=lstm_function(config.lstm_impl, mixed_precision))
     losses = ctc_loss(logits, seq_length, labels, label_lengths) * weights
     mean_loss = tf.reduce_sum(losses) / tf.maximum(tf.reduce_sum(weights), 1.0)
     probabilities = tf.nn.softmax(tf.transpose(logits, [1, 0, 2]))

@@ -5,6 +5,8 @@ DeepSpeech's cuDNN-compatible cell, gate order i, c, f, o, forget bias 0); layer
 ReLU; layer_6: dense to alphabet size + 1 (the CTC blank is the last class). With --layer_norm, layers 1-3
 and 5 are layer-normalised after the ReLU, as in DeepSpeech 0.9.
 """
+import functools
+
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
@@ -101,14 +103,26 @@ def unrolled_lstm(x, seq_length, n_cell, initial_state=None):
     return tf.stack(outputs), (c, h)
 
 
-def scan_lstm(x, seq_length, n_cell, initial_state=None):
+def matmul(a, b, dtype=None, **options):
+    """a.b, with a and b cast to `dtype` first when given, the result in a's type."""
+    if dtype is None:
+        return tf.matmul(a, b, **options)
+    return tf.cast(tf.matmul(tf.cast(a, dtype), tf.cast(b, dtype), **options), a.dtype)
+
+
+def scan_lstm(x, seq_length, n_cell, initial_state=None, product_dtype=None):
     """fused_lstm's cell, variables and results (outputs, and zeros after max(seq_length) steps, as
     BlockLSTM) as a graph-mode loop that is fast on CPU, forward and backward.
 
     Forward: x.W_x + b for all steps in one matmul, then one [B, n_cell] x [n_cell, 4 n_cell] matmul
     per step. Backward (hand-written, tf.custom_gradient): a reverse loop computing only the gate
     gradients and their product with W_h^T per step; dx, dW_x, dW_h and db are then one big matmul
-    each (autodiff of the loop would add a [n_cell, 4 n_cell] product into dW_h at every step)."""
+    each (autodiff of the loop would add a [n_cell, 4 n_cell] product into dW_h at every step).
+
+    product_dtype (--automatic_mixed_precision's 16-bit type): the matmuls take it, everything else stays
+    float32. Left to the bfloat16 graph rewrite, the loops' state (cell state, the gradients carried back)
+    became bfloat16 too and its rounding compounded over the time steps (doc/PERFORMANCE.rst); the
+    rewrite leaves these explicit casts alone."""
     n_input = int(x.shape[-1])
     batch = tf.shape(x)[1]
     kernel, bias = lstm_variables(n_input, n_cell)
@@ -122,11 +136,12 @@ def scan_lstm(x, seq_length, n_cell, initial_state=None):
     @tf.custom_gradient
     def lstm(x, cs_0, h_0, kernel, bias):
         w_x, w_h = kernel[:n_input], kernel[n_input:]
+        w_h_product = tf.cast(w_h, product_dtype or w_h.dtype)   # once, not at every step
         inputs = tf.reshape(x[:steps], [-1, n_input])
-        xw = tf.reshape(tf.nn.bias_add(tf.matmul(inputs, w_x), bias), [steps, batch, 4 * n_cell])
+        xw = tf.reshape(tf.nn.bias_add(matmul(inputs, w_x, product_dtype), bias), [steps, batch, 4 * n_cell])
 
         def step(t, cs_prev, h_prev, gates_out, cs_out, h_out):
-            i, ci, f, o = tf.split(xw[t] + tf.matmul(h_prev, w_h), 4, axis=1)   # BlockLSTM's order
+            i, ci, f, o = tf.split(xw[t] + matmul(h_prev, w_h_product, product_dtype), 4, 1)   # BlockLSTM's order
             i, ci, f, o = tf.sigmoid(i), tf.tanh(ci), tf.sigmoid(f), tf.sigmoid(o)   # forget bias 0
             cs = f * cs_prev + i * ci
             h = o * tf.tanh(cs)
@@ -142,7 +157,7 @@ def scan_lstm(x, seq_length, n_cell, initial_state=None):
 
         def grad(d_h_seq, d_cs_seq):
             gates = gates_out.stack()
-            w_h_t = tf.transpose(w_h)   # once: a transposed matmul per step is slower (measured)
+            w_h_t = tf.transpose(w_h_product)   # once: a transposed matmul per step is slower (measured)
             cs_prev_seq = tf.concat([cs_0[None], cs_seq], 0)[:steps]
             h_prev_seq = tf.concat([h_0[None], h_seq], 0)[:steps]
 
@@ -154,16 +169,17 @@ def scan_lstm(x, seq_length, n_cell, initial_state=None):
                 d_cs = d_cs_seq[t] + d_cs_next + d_h * o * (1.0 - tanh_cs * tanh_cs)
                 d_gates = tf.concat([d_cs * ci * i * (1.0 - i), d_cs * i * (1.0 - ci * ci),
                                      d_cs * cs_prev_seq[t] * f * (1.0 - f), d_h * tanh_cs * o * (1.0 - o)], 1)
-                return k + 1, tf.matmul(d_gates, w_h_t), d_cs * f, d_gates_out.write(t, d_gates)
+                return k + 1, matmul(d_gates, w_h_t, product_dtype), d_cs * f, d_gates_out.write(t, d_gates)
 
             _, d_h_0, d_cs_0, d_gates_out = tf.while_loop(
                 lambda k, *_: k < steps, back, [0, tf.zeros_like(h_0), tf.zeros_like(cs_0), array(4 * n_cell)],
                 parallel_iterations=2, swap_memory=False)
             d_gates = tf.reshape(d_gates_out.stack(), [-1, 4 * n_cell])
-            d_x = tf.pad(tf.reshape(tf.matmul(d_gates, w_x, transpose_b=True), [steps, batch, n_input]),
+            d_x = tf.pad(tf.reshape(matmul(d_gates, w_x, product_dtype, transpose_b=True), [steps, batch, n_input]),
                          pad_to_time)
-            d_kernel = tf.concat([tf.matmul(inputs, d_gates, transpose_a=True),
-                                  tf.matmul(tf.reshape(h_prev_seq, [-1, n_cell]), d_gates, transpose_a=True)], 0)
+            d_kernel = tf.concat([matmul(inputs, d_gates, product_dtype, transpose_a=True),
+                                  matmul(tf.reshape(h_prev_seq, [-1, n_cell]), d_gates, product_dtype,
+                                         transpose_a=True)], 0)
             return d_x, d_cs_0, d_h_0, d_kernel, tf.reduce_sum(d_gates, 0)
 
         return (tf.pad(h_seq, pad_to_time), tf.pad(cs_seq, pad_to_time)), grad
@@ -176,12 +192,15 @@ def scan_lstm(x, seq_length, n_cell, initial_state=None):
 LSTM_IMPLS = ['auto', 'fused', 'scan']    # flags.py offers these
 
 
-def lstm_function(lstm_impl='auto'):
+def lstm_function(lstm_impl='auto', mixed_precision=None):
     """'fused': fused_lstm (BlockLSTM); 'scan': scan_lstm (BlockLSTM's gradient is ~10x slower on CPU,
-    doc/PERFORMANCE.rst); 'auto': fused when a GPU is visible, else scan."""
+    doc/PERFORMANCE.rst); 'auto': fused when a GPU is visible, else scan. `mixed_precision` (the 16-bit
+    type of --automatic_mixed_precision) is the scan LSTM's product type."""
     if lstm_impl == 'auto':
         lstm_impl = 'fused' if tf.config.list_physical_devices('GPU') else 'scan'
-    return {'fused': fused_lstm, 'scan': scan_lstm}[lstm_impl]
+    if lstm_impl == 'scan':
+        return functools.partial(scan_lstm, product_dtype=mixed_precision)
+    return fused_lstm
 
 
 def create_model(windows, seq_length, config, dropout_rates, initial_state=None, lstm=fused_lstm):

@@ -185,7 +185,7 @@ class Trainer:
         batch, iterators = build_input(sets, config)
         self.training, self.validations = iterators[0], iterators[1:]
         self.feature_cache = sets[0].feature_cache
-        self.forward = build_forward(batch, config)
+        self.forward = build_forward(batch, config, settings.session.mixed_precision)
         self.global_step = tfv1.train.get_or_create_global_step()
         # Stored unscaled, so a checkpoint means the same whatever the number of ranks resuming it.
         self.learning_rate = tfv1.get_variable('learning_rate', initializer=training.learning_rate, trainable=False)
