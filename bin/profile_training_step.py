@@ -66,7 +66,7 @@ def profile(mode, args):
     seq_length = tf.fill([args.batch], args.frames)
     labels = tf.constant(rng.randint(0, 28, size=(args.batch, args.frames // 4)), dtype=tf.int32)
     label_lengths = tf.fill([args.batch], args.frames // 4)
-    logits, _ = model.create_model(windows, seq_length, config, [0.0] * 6, lstm=model.scan_lstm)
+    logits, _ = model.create_model(windows, seq_length, config, [0.0] * 6, lstm=model.lstm_function('scan', mode))
     loss = tf.reduce_mean(model.ctc_loss(logits, seq_length, labels, label_lengths))
     train_op = tfv1.train.AdamOptimizer(1e-4).minimize(loss)
     result = {'step_s': [], 'ops': collections.defaultdict(lambda: [0, 0]), 'top': collections.Counter()}
