@@ -137,7 +137,8 @@ def test_a_sigterm_after_the_agreed_stop_does_not_kill_the_exiting_rank():
     """horovodrun forwards a signal to the ranks one by one: a rank that already stopped through the
     agreed stop got its SIGTERM while exiting and died with 143 (1 run in 22 of the horovodrun case below)."""
     from deepspeech_training.trainer import Interrupted, StopRequests
-    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # as in a process started in the foreground: a suite run as `cmd &` inherits SIGINT ignored
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with StopRequests():
             assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
@@ -149,7 +150,8 @@ def test_a_sigterm_after_the_agreed_stop_does_not_kill_the_exiting_rank():
         os.kill(os.getpid(), signal.SIGTERM)
         assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN    # Ctrl-C still ends a stuck shutdown
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 @pytest.mark.parametrize('signum, exit_code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
