@@ -198,9 +198,7 @@ def lstm_function(lstm_impl='auto', mixed_precision=None):
     type of --automatic_mixed_precision) is the scan LSTM's product type."""
     if lstm_impl == 'auto':
         lstm_impl = 'fused' if tf.config.list_physical_devices('GPU') else 'scan'
-    if lstm_impl == 'scan':
-        return functools.partial(scan_lstm, product_dtype=mixed_precision)
-    return fused_lstm
+    return {'fused': fused_lstm, 'scan': functools.partial(scan_lstm, product_dtype=mixed_precision)}[lstm_impl]
 
 
 def create_model(windows, seq_length, config, dropout_rates, initial_state=None, lstm=fused_lstm):
