@@ -1,9 +1,11 @@
 """Shared test helpers: the checkout's paths and a runner for `python DeepSpeech.py` subprocesses."""
+import faulthandler
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -44,6 +46,39 @@ def run_command(command, timeout=600, check=True, env=None, cwd=ROOT):
         raise AssertionError('{} failed ({}):\n{}'.format(' '.join(map(str, command[:6])), process.returncode,
                                                           output[-5000:]))
     return result
+
+
+# Past pytest-timeout's limit by this much, the watchdog below ends the run.
+WATCHDOG_GRACE = 120
+
+
+def end_hung_run(item, seconds):
+    """Print the process tree and every thread's stack, then exit the whole run."""
+    item.config.pluginmanager.getplugin('capturemanager').suspend_global_capture(in_=True)   # to the terminal
+    sys.stderr.write('\n{} still running after {} s: pytest-timeout could not stop it (stuck outside Python '
+                     'code); the processes and stacks:\n'.format(item.nodeid, seconds))
+    sys.stderr.flush()
+    subprocess.run(['ps', '-N', '--ppid', '2', '--pid', '2', '--forest', '--cols', '240',   # no kernel threads
+                    '-o', 'pid,ppid,etimes,pcpu,stat,args'], stdout=sys.stderr.fileno())
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    os._exit(70)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item):
+    """pytest-timeout's SIGALRM only takes effect when the main thread runs Python code again, so a test
+    stuck in C (an in-process TensorFlow call) would hold the suite until CI's own limit and say nothing.
+    Past the test's timeout plus WATCHDOG_GRACE this watchdog thread ends the run with the process tree
+    and the stacks (TensorFlow's blocking calls release the GIL, so the thread runs beside them)."""
+    marker = item.get_closest_marker('timeout')
+    seconds = (marker.args[0] if marker else float(item.config.getini('timeout') or 900)) + WATCHDOG_GRACE
+    watchdog = threading.Timer(seconds, end_hung_run, (item, seconds))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()
 
 
 def traced_calls(trace_dir, rank):
