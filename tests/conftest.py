@@ -1,11 +1,20 @@
-"""Shared test helpers: the checkout's paths and a runner for `python DeepSpeech.py` subprocesses."""
+"""Shared test helpers: the checkout's paths and a runner for `python DeepSpeech.py` subprocesses; the
+suite's plumbing (doc/TESTING.rst): the fast tier's guard, the order and grouping of the files for
+pytest-xdist's workers, a run directory the workers share, and a watchdog for hung tests."""
+import contextlib
 import faulthandler
+import fcntl
 import os
+import pathlib
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 
 import pytest
 
@@ -48,6 +57,213 @@ def run_command(command, timeout=600, check=True, env=None, cwd=ROOT):
     return result
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The fast tier (bin/run_tests.sh --fast: the tests not marked slow, and those marked fast) is the edit-test
+# loop: it starts no launcher and trains nothing long. Every subprocess a fast-tier test starts, and every
+# command line it reads in process (settings_from_args), is checked; a breach fails the test, naming the fix.
+FAST_TIER_LAUNCHERS = ('horovodrun', 'mpirun', 'mpiexec', 'srun', 'sbatch')
+FAST_TIER_MAX_EPOCHS = 5
+
+
+class FastTierViolation(AssertionError):
+    """A test of the fast tier started what only the full suite may: mark the test (or its file) slow."""
+
+
+class fast_tier_test:
+    """The fast-tier test running in this process, if any (a class attribute: seen by every thread)."""
+    nodeid = None
+
+
+def in_fast_tier(item):
+    return item.get_closest_marker('fast') is not None or item.get_closest_marker('slow') is None
+
+
+def check_fast_tier_command(command):
+    """Raise FastTierViolation if the running test is in the fast tier and `command` (a subprocess's argv,
+    or a trainer's flags) starts a launcher or trains more than FAST_TIER_MAX_EPOCHS epochs."""
+    nodeid = fast_tier_test.nodeid
+    if nodeid is None:
+        return
+    words = shlex.split(command) if isinstance(command, (str, bytes)) else [str(word) for word in command]
+    for i, word in enumerate(words):
+        name, _, value = word.partition('=')
+        if os.path.basename(name) in FAST_TIER_LAUNCHERS:
+            raise FastTierViolation('{} is in the fast tier but starts {}: mark it slow (only the full suite '
+                                    'starts launchers)'.format(nodeid, os.path.basename(name)))
+        if name.lstrip('-') in ('epochs', 'total_epochs'):
+            value = value or (words[i + 1] if i + 1 < len(words) else '')
+            if value.isdigit() and int(value) > FAST_TIER_MAX_EPOCHS:
+                raise FastTierViolation('{} is in the fast tier but trains {} {}: at most {} there; mark it slow'
+                                        .format(nodeid, value, name, FAST_TIER_MAX_EPOCHS))
+
+
+class GuardedPopen(subprocess.Popen):
+    """subprocess.Popen (and so subprocess.run) with the fast tier's check of the command line."""
+
+    def __init__(self, args, *more, **options):
+        check_fast_tier_command(args)
+        super().__init__(args, *more, **options)
+
+
+subprocess.Popen = GuardedPopen
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Order and grouping for pytest-xdist (bin/run_tests.sh runs `-n <cores> --dist loadgroup
+# --no-loadscope-reorder`). A file's tests stay on one worker (its module-scoped fixtures, a trained model or
+# a corpus, are made once); the files that make the two network-namespace hosts share one worker (the hosts
+# are one machine-wide resource, netns_hosts.py's lock); the slowest files start first so no worker is left
+# with a long file at the end, and the Docker image's tests come last: their image is built in the
+# background from the start of the run (start_image_build). Costs: doc/TESTING.rst.
+SHARED_GROUPS = {'test_multihost': 'network_hosts', 'test_slurm': 'network_hosts', 'test_benchmark': 'network_hosts'}
+SLOWEST_FIRST = ['test_faults', 'network_hosts', 'test_horovod', 'test_elastic', 'test_docs', 'test_sdb',
+                 'test_decoding', 'test_training', 'test_export', 'test_release_checkpoints', 'test_validation',
+                 'test_mixed_precision', 'test_layer_norm', 'test_recipes', 'test_feature_cache', 'test_install']
+LAST = ['test_docker']
+
+
+def xdist_group(item):
+    module = item.module.__name__.rpartition('.')[2]
+    return SHARED_GROUPS.get(module, module)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Each test's group as an xdist_group mark (before xdist reads the marks), then the slowest groups first,
+    the image's last, the others in file order."""
+    def rank(item):
+        group = xdist_group(item)
+        if group in LAST:
+            return len(SLOWEST_FIRST) + 1
+        return SLOWEST_FIRST.index(group) if group in SLOWEST_FIRST else len(SLOWEST_FIRST)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    items.sort(key=rank)     # stable: file order within a rank
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A directory for the whole run, shared by the xdist workers (they inherit its path from the controller):
+# the background image build's files, and models trained once for several files (shared_model).
+RUN_DIR = 'DS_TEST_RUN_DIR'
+
+
+def pytest_configure(config):
+    if not hasattr(config, 'workerinput') and RUN_DIR not in os.environ:
+        os.environ[RUN_DIR] = tempfile.mkdtemp(prefix='deepspeech-tests-')
+        config.owns_run_dir = True
+
+
+def pytest_unconfigure(config):
+    if getattr(config, 'owns_run_dir', False):
+        stop_image_build()
+        shutil.rmtree(os.environ.pop(RUN_DIR), ignore_errors=True)
+
+
+def run_dir(*parts):
+    return os.path.join(os.environ[RUN_DIR], *parts)
+
+
+@contextlib.contextmanager
+def run_lock(name):
+    """An exclusive lock of the whole run (all workers) named `name`."""
+    with open(run_dir(name + '.lock'), 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def shared_model(name, *flags, timeout=600):
+    """The checkpoint directory of a model trained once for the whole run by `DeepSpeech.py *flags
+    --checkpoint_dir <it>` (the first worker to ask trains it, the others wait for it), and that run's
+    output. Tests only read it: a test that writes checkpoints copies it first."""
+    directory = run_dir('models', name)
+    with run_lock('model-' + name):
+        if not os.path.isfile(os.path.join(directory, 'output.txt')):
+            shutil.rmtree(directory, ignore_errors=True)
+            os.makedirs(directory)
+            run = run_deepspeech(*flags, '--checkpoint_dir', os.path.join(directory, 'checkpoints'),
+                                 '--summary_dir', os.path.join(directory, 'summaries'), timeout=timeout)
+            with open(os.path.join(directory, 'output.txt'), 'w') as output:
+                output.write(run.output)
+    with open(os.path.join(directory, 'output.txt')) as output:
+        return pathlib.Path(directory) / 'checkpoints', output.read()
+
+
+OVERFIT_N_HIDDEN = 100
+
+
+def overfit_single_utterance():
+    """(checkpoint directory, training output) of a model of n_hidden 100 overfit on the one bundled
+    utterance (smoke_test_single.csv), shared by the files that need an exact transcript. Trained to a
+    margin: the loss was 2.3 after 150 epochs, 0.24 after 200 (where one machine still decoded 'good
+    mrning'), 0.056 after 300, so 300 leaves room for a machine that learns slower."""
+    return shared_model('overfit_single', '--n_hidden', OVERFIT_N_HIDDEN, '--dropout_rate', 0,
+                        '--train_files', SMOKE_SINGLE_CSV, '--epochs', 300)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The Docker image (tests/test_docker.py) is built in the background from the end of collection, beside the
+# other tests, by the first process that collects a test needing it; tests/test_docker.py's `image` fixture
+# waits for it. Its files: run_dir('image', 'out'|'log'|'rc'|'pid').
+IMAGE_BUILD = os.path.join(ROOT, 'bin', 'build_docker_cpu_local.sh')
+# vfs keeps every layer as a full copy: measured here ~10 GB under /var/lib/containers for one build.
+IMAGE_DISK_GB = 20
+
+
+def image_build_unavailable():
+    """Why the image cannot be built here (None if it can)."""
+    free_gb = shutil.disk_usage('/var/lib' if os.path.isdir('/var/lib') else '/').free / 1e9
+    if free_gb < IMAGE_DISK_GB:
+        return 'building the image needs about {} GB free under /var/lib, {:.1f} GB here'.format(IMAGE_DISK_GB,
+                                                                                                 free_gb)
+    return None
+
+
+def pytest_collection_finish(session):
+    if any('image' in getattr(item, 'fixturenames', ()) for item in session.items):
+        start_image_build()
+
+
+def start_image_build():
+    if image_build_unavailable():
+        return
+    os.makedirs(run_dir('image'), exist_ok=True)
+    try:
+        os.close(os.open(run_dir('image', 'started'), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return                                    # another worker started it
+    build = subprocess.Popen(['sh', '-c', '"$0" >"$1/out" 2>"$1/log"; echo $? >"$1/rc"', IMAGE_BUILD,
+                              run_dir('image')], cwd=ROOT, start_new_session=True)
+    with open(run_dir('image', 'pid'), 'w') as pid:
+        pid.write(str(build.pid))
+
+
+def stop_image_build():
+    """End a build still running when the run ends (a run stopped early, or -k without the image's tests)."""
+    try:
+        with open(run_dir('image', 'pid')) as pid:
+            os.killpg(int(pid.read()), signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
+
+
+def built_image(timeout):
+    """The name of the image built in the background (waiting up to `timeout` s for it), or an
+    AssertionError with the build's log."""
+    deadline = time.time() + timeout
+    while not os.path.isfile(run_dir('image', 'rc')) and time.time() < deadline:
+        time.sleep(1)
+    with open(run_dir('image', 'log')) as log:
+        build_log = log.read()
+    assert os.path.isfile(run_dir('image', 'rc')), 'image not built in {} s:\n{}'.format(timeout, build_log[-4000:])
+    with open(run_dir('image', 'rc')) as rc, open(run_dir('image', 'out')) as out:
+        assert rc.read().strip() == '0', build_log[-4000:]
+        return out.read().strip().splitlines()[-1]
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Past pytest-timeout's limit by this much, the watchdog below ends the run.
 WATCHDOG_GRACE = 120
 
@@ -75,9 +291,11 @@ def pytest_runtest_protocol(item):
     watchdog = threading.Timer(seconds, end_hung_run, (item, seconds))
     watchdog.daemon = True
     watchdog.start()
+    fast_tier_test.nodeid = item.nodeid if in_fast_tier(item) else None
     try:
         yield
     finally:
+        fast_tier_test.nodeid = None
         watchdog.cancel()
 
 
@@ -146,6 +364,7 @@ def settings_from_args(*args):
     left unparsed, so each call starts from the defaults."""
     from deepspeech_training import cli
     from deepspeech_training.flags import FLAGS, create_flags
+    check_fast_tier_command(args)
     create_flags()
     FLAGS(['DeepSpeech.py', '--alphabet_config_path', ALPHABET, '--noshow_progressbar'] + [str(a) for a in args])
     try:

@@ -5,27 +5,23 @@ No Docker daemon nor Docker Hub here: bin/build_docker_cpu_local.sh builds the D
 then bin/setup.sh inside the build (TensorFlow download, Horovod and KenLM compiles); see doc/DOCKER.rst.
 """
 import os
-import shutil
 import subprocess
 
 import pytest
 
+from conftest import built_image, image_build_unavailable
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILDAH = ['buildah', '--storage-driver', 'vfs']
-# vfs keeps every layer as a full copy: measured here ~10 GB under /var/lib/containers for one build.
-NEEDED_GB = 20
 
 
 @pytest.fixture(scope='module')
 def image():
-    free_gb = shutil.disk_usage('/var/lib' if os.path.isdir('/var/lib') else '/').free / 1e9
-    if free_gb < NEEDED_GB:
-        pytest.skip('building the image needs about {} GB free under /var/lib, {:.1f} GB here'
-                    .format(NEEDED_GB, free_gb))
-    build = subprocess.run([os.path.join(ROOT, 'bin', 'build_docker_cpu_local.sh')], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1500)
-    assert build.returncode == 0, build.stderr[-4000:]
-    return build.stdout.strip().splitlines()[-1]
+    """The image tests/conftest.py started building in the background when the run's tests were collected."""
+    reason = image_build_unavailable()
+    if reason:
+        pytest.skip(reason)
+    return built_image(timeout=1500)
 
 
 def run_in(image, *command, timeout=600):

@@ -4,6 +4,7 @@ Coqui stt 1.4.0 for .tflite; bin/setup_clients.sh installs them), one-shot and s
 without a scorer."""
 import json
 import os
+import shutil
 import struct
 import sys
 import zipfile
@@ -13,8 +14,8 @@ import pytest
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from conftest import (ALPHABET, ROOT, SMOKE_SINGLE_CSV, make_scorer, run_command, run_deepspeech,
-                      tiny_model_flags)
+from conftest import (ALPHABET, OVERFIT_N_HIDDEN, ROOT, SMOKE_SINGLE_CSV, make_scorer, overfit_single_utterance,
+                      run_command, run_deepspeech, tiny_model_flags)
 from deepspeech_training.evaluate import greedy_decode
 from tensorflow.core.util.memmapped_file_system_pb2 import MemmappedFileSystemDirectory
 from deepspeech_training.data.audio import read_audio
@@ -22,7 +23,7 @@ from deepspeech_training.util.text import load_alphabet
 
 pytestmark = pytest.mark.slow
 WAV = SMOKE_SINGLE_CSV.replace('smoke_test_single.csv', 'good_morning.wav')
-N_HIDDEN, N_STEPS, N_CONTEXT = 100, 16, 9
+N_HIDDEN, N_STEPS, N_CONTEXT = OVERFIT_N_HIDDEN, 16, 9
 CLIENTS_DIR = os.environ.get('DS_CLIENTS_DIR', os.path.join(sys.prefix, 'clients'))
 # client environment -> its command and Python module; the model file each runs
 CLIENTS = {'deepspeech': 'deepspeech', 'deepspeech-tflite': 'deepspeech', 'stt': 'stt'}
@@ -35,11 +36,11 @@ MMAP_WARNING = 'reading entire model file into memory'
 
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
-    """Overfit one utterance, export .pb, .pbmm, .tflite and .zip, and transcribe it with --one_shot_infer.
-    Trained to a margin: the loss was 2.3 after 150 epochs, 0.24 after 200 (where one machine still
-    decoded 'good mrning'), 0.056 after 300, so 300 leaves room for a machine that learns slower."""
+    """The run's overfit model (conftest.overfit_single_utterance) exported as .pb, .pbmm, .tflite and .zip,
+    its utterance transcribed with --one_shot_infer in the same run."""
     tmp_path = tmp_path_factory.mktemp('export')
-    run = run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 300,
+    shutil.copytree(str(overfit_single_utterance()[0]), str(tmp_path / 'checkpoints'))
+    run = run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', tmp_path / 'checkpoints',
                          '--load_evaluate', 'last', '--export_dir', tmp_path / 'export', '--export_zip',
                          '--export_model_name', 'smoke', '--one_shot_infer', WAV, '--beam_width', GREEDY[0])
     return tmp_path / 'export', run.output.strip().splitlines()[-1]

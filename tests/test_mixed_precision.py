@@ -61,7 +61,7 @@ def test_the_lstm_loops_keep_their_state_and_gates_in_float32_with_the_flag():
 
 @pytest.fixture(scope='module')
 def overfit(tmp_path_factory):
-    """One utterance overfit with the flag (as tests/test_export.py's margin: 300 epochs), and one epoch
+    """One utterance overfit with the flag (conftest.overfit_single_utterance's margin: 300 epochs), and one epoch
     without it for the variables a float32 run saves."""
     tmp_path = tmp_path_factory.mktemp('amp')
     run = run_deepspeech(*tiny_model_flags(tmp_path / 'amp'), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 300,
@@ -70,6 +70,7 @@ def overfit(tmp_path_factory):
     return tmp_path, run.output
 
 
+@pytest.mark.slow
 def test_overfit_with_the_flag_saves_float32_and_transcribes_without_it(overfit):
     tmp_path, output = overfit
     assert 'Mixed precision: bfloat16 on the CPU' in output
@@ -82,6 +83,7 @@ def test_overfit_with_the_flag_saves_float32_and_transcribes_without_it(overfit)
     assert transcript.output.strip().splitlines()[-1] == 'good morning'
 
 
+@pytest.mark.slow
 def test_two_ranks_train_with_the_flag_in_step(tmp_path):
     """The ranks check at each epoch start that they agree on epoch, step and learning rate (a
     divergence fails the run); gradients are allreduced in float32 (the variables' type)."""

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import (ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, deepspeech_command, run_command, run_deepspeech,
-                      start_step, tiny_model_flags)
+from conftest import (OVERFIT_N_HIDDEN, ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, deepspeech_command, overfit_single_utterance,
+                      run_command, run_deepspeech, start_step, tiny_model_flags)
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 32
@@ -48,8 +48,9 @@ def resumed_run(tmp_path_factory):
 
 
 def test_overfit_one_utterance_decodes_exactly(tmp_path):
+    """The run's overfit model (conftest.overfit_single_utterance), tested as a user tests a checkpoint."""
     output_file = tmp_path / 'results.json'
-    run_deepspeech(*tiny_model_flags(tmp_path, 100), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 200,
+    run_deepspeech('--n_hidden', OVERFIT_N_HIDDEN, '--checkpoint_dir', overfit_single_utterance()[0],
                    '--test_files', SMOKE_SINGLE_CSV, '--load_evaluate', 'last', '--test_output_file', output_file)
     [result] = json.loads(output_file.read_text())
     assert result['res'] == result['src'], result
