@@ -115,16 +115,19 @@ subprocess.Popen = GuardedPopen
 # are one machine-wide resource, netns_hosts.py's lock); the slowest files start first so no worker is left
 # with a long file at the end, and the Docker image's tests come last: their image is built in the
 # background from the start of the run (start_image_build). Costs: doc/TESTING.rst.
-SHARED_GROUPS = {'test_multihost': 'network_hosts', 'test_slurm': 'network_hosts', 'test_benchmark': 'network_hosts'}
-SLOWEST_FIRST = ['test_faults', 'network_hosts', 'test_horovod', 'test_elastic', 'test_docs', 'test_sdb',
-                 'test_decoding', 'test_training', 'test_export', 'test_release_checkpoints', 'test_validation',
-                 'test_mixed_precision', 'test_layer_norm', 'test_recipes', 'test_feature_cache', 'test_install']
+# test files, or file::test prefixes, that use the two hosts (tests/helpers/netns_hosts.py)
+NETWORK_HOST_TESTS = ('test_multihost', 'test_slurm', 'test_benchmark::test_storage_benchmark')
+SLOWEST_FIRST = ['test_faults', 'network_hosts', 'test_horovod', 'test_elastic', 'test_benchmark', 'test_docs',
+                 'test_sdb', 'test_decoding', 'test_training', 'test_export', 'test_release_checkpoints',
+                 'test_validation', 'test_mixed_precision', 'test_layer_norm', 'test_recipes', 'test_feature_cache',
+                 'test_install']
 LAST = ['test_docker']
 
 
 def xdist_group(item):
     module = item.module.__name__.rpartition('.')[2]
-    return SHARED_GROUPS.get(module, module)
+    test = '{}::{}'.format(module, item.name)
+    return 'network_hosts' if any(test.startswith(prefix) for prefix in NETWORK_HOST_TESTS) else module
 
 
 @pytest.hookimpl(tryfirst=True)
