@@ -39,9 +39,12 @@ def write_release_layout(source_checkpoint, directory, leave_out=()):
 @pytest.fixture(scope='module')
 def source(tmp_path_factory):
     """The trained model's last checkpoint values, its test results on the bundled speech and the
-    checkpoint's path (prefix)."""
+    checkpoint's path (prefix). Trained to a margin (2026-12-06, the three utterances' test loss and
+    transcripts at each number of epochs): 140 epochs 'good mornin' (loss ~4), 150 all exact (1.6-3.0),
+    175 'the cat sa' again (1.0-2.0), 200 exact (0.1-0.7), 250 exact (0.03-0.09); the train loss 2.3
+    after 150, 0.57 after 200, 0.05 after 260. So not the 150 it was, at the edge: 250."""
     out = tmp_path_factory.mktemp('source')
-    run_deepspeech(*tiny_model_flags(out, N_HIDDEN), '--train_files', SMOKE_CSV, '--epochs', 150,
+    run_deepspeech(*tiny_model_flags(out, N_HIDDEN), '--train_files', SMOKE_CSV, '--epochs', 250,
                    '--learning_rate', 0.003, '--test_files', SMOKE_CSV, '--load_evaluate', 'last',
                    '--test_output_file', out / 'results.json')
     results = json.loads((out / 'results.json').read_text())
