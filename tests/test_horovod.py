@@ -42,14 +42,26 @@ def opened_wavs(calls):
             if m and 'ENOENT' not in m.string]
 
 
-def test_smoke_two_ranks_train_and_test_only_rank_0_writes(tmp_path):
-    trace_dir = tmp_path / 'traces'
+@pytest.fixture(scope='module')
+def traced_run(corpus, tmp_path_factory):
+    """One 2-rank run under strace (tests/helpers/trace_files.sh) that the next two tests read: train
+    (batch 2, 2 epochs), validate and test on the corpus, the test report to a file."""
+    tmp_path = tmp_path_factory.mktemp('traced')
+    trace_dir, out = tmp_path / 'traces', tmp_path / 'run'
     trace_dir.mkdir()
-    out = tmp_path / 'run'
-    run = run_horovod(2, *tiny_model_flags(out), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
-                      '--test_files', SMOKE_CSV, '--epochs', 2, '--test_output_file', out / 'results.json',
-                      wrapper=[TRACE], env={'TRACE_DIR': str(trace_dir)})
-    assert 'Test on {} - WER:'.format(SMOKE_CSV) in run.output
+    run = run_horovod(2, *tiny_model_flags(out), '--train_files', corpus / 'train.csv', '--dev_files', corpus / 'dev.csv',
+                      '--test_files', corpus / 'test.csv', '--epochs', TRACED_EPOCHS, '--train_batch_size', TRACED_BATCH,
+                      '--dev_batch_size', TRACED_BATCH, '--test_batch_size', TRACED_BATCH,
+                      '--test_output_file', out / 'results.json', wrapper=[TRACE], env={'TRACE_DIR': str(trace_dir)})
+    return run, out, trace_dir
+
+
+TRACED_EPOCHS, TRACED_BATCH = 2, 2
+
+
+def test_smoke_two_ranks_train_and_test_only_rank_0_writes(corpus, traced_run):
+    run, out, trace_dir = traced_run
+    assert 'Test on {} - WER:'.format(corpus / 'test.csv') in run.output
     assert (out / 'checkpoints' / 'flags.txt').exists() and (out / 'results.json').exists()
     assert glob.glob(str(out / 'summaries' / 'train' / 'events.*'))
     assert changes_under(traced_calls(trace_dir, 0), out), 'the trace saw no write of rank 0 at all'
@@ -59,25 +71,23 @@ def test_smoke_two_ranks_train_and_test_only_rank_0_writes(tmp_path):
     assert len(infos_of_rank1) == 1 and 'Rank 1 of 2 computes on: CPU only' in infos_of_rank1[0], infos_of_rank1
 
 
-def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, tmp_path):
-    trace_dir = tmp_path / 'traces'
-    trace_dir.mkdir()
-    train, dev = corpus / 'train.csv', corpus / 'dev.csv'
-    epochs, batch = 2, 2
-    run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', train, '--dev_files', dev, '--epochs', epochs,
-                '--train_batch_size', batch, '--dev_batch_size', batch, wrapper=[TRACE],
-                env={'TRACE_DIR': str(trace_dir)})
+def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, traced_run):
+    _, _, trace_dir = traced_run
+    epochs, batch = TRACED_EPOCHS, TRACED_BATCH
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.util.text import load_alphabet
     alphabet = load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
-    train_records, dev_records = read_sources([str(train)], alphabet), read_sources([str(dev)], alphabet)
+    train_records, dev_records, test_records = (read_sources([str(corpus / name)], alphabet)
+                                                for name in ('train.csv', 'dev.csv', 'test.csv'))
     for rank in range(2):
         expected = [os.path.basename(train_records[i].audio_path) for epoch in range(epochs)
                     for b in train_batches(len(train_records), batch, 2, rank, epoch) for i in b]
         expected += [os.path.basename(dev_records[i].audio_path) for _ in range(epochs)
                      for b in eval_batches(len(dev_records), batch, 2, rank) for i in b if i != PADDING]
+        expected += [os.path.basename(test_records[i].audio_path)
+                     for b in eval_batches(len(test_records), batch, 2, rank) for i in b if i != PADDING]
         # ... plus, once, the headers of its slice of all audio paths (the validation pass, data/validation.py)
-        audio_paths = sorted({r.audio_path for r in train_records + dev_records})
+        audio_paths = sorted({r.audio_path for r in train_records + dev_records + test_records})
         expected += [os.path.basename(p) for p in audio_paths[rank::2]]
         assert sorted(opened_wavs(traced_calls(trace_dir, rank))) == sorted(expected)
 
@@ -224,11 +234,13 @@ def test_plateaus_then_early_stop_on_both_ranks_at_the_same_epochs(tmp_path):
     assert saved_variables(tmp_path / 'checkpoints')['learning_rate'] == pytest.approx(1e-5)
 
 
-def test_distributed_test_report_equals_single_process_report(corpus, tmp_path):
-    flags = tiny_model_flags(tmp_path, 24) + ['--test_files', '{0}/test.csv,{0}/dev.csv'.format(corpus),
-                                              '--test_batch_size', 2, '--load_evaluate', 'last']
-    run_deepspeech(*flags, '--train_files', corpus / 'train.csv', '--epochs', 2,
-                   '--test_output_file', tmp_path / 'single.json')
+def test_distributed_test_report_equals_single_process_report(corpus, traced_run, tmp_path):
+    """A test-only run on 2 ranks and one on a single process, from the traced run's checkpoint: two
+    test sets, batches of 2 (padded on the ranks)."""
+    _, out, _ = traced_run
+    flags = ['--n_hidden', 32, '--checkpoint_dir', out / 'checkpoints', '--summary_dir', tmp_path / 'summaries',
+             '--test_files', '{0}/test.csv,{0}/dev.csv'.format(corpus), '--test_batch_size', 2, '--load_evaluate', 'last']
+    run_deepspeech(*flags, '--test_output_file', tmp_path / 'single.json')
     run_horovod(2, *flags, '--test_output_file', tmp_path / 'distributed.json')
     single = json.loads((tmp_path / 'single.json').read_text())
     distributed = json.loads((tmp_path / 'distributed.json').read_text())
