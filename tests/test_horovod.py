@@ -258,26 +258,34 @@ def test_mpirun_launch_trains(tmp_path):
     assert saved_variables(tmp_path / 'checkpoints')['global_step'] == 1
 
 
-def test_cpu_ranks_get_a_5_ms_cycle_and_a_4_mb_fusion_buffer_unless_given(tmp_path, uneven_run):
+@pytest.fixture(scope='module')
+def fp16_run(tmp_path_factory):
+    """fp16 compression, 2 backward passes a step and a warm-up, with Horovod's timeline (cycles marked);
+    HOROVOD_CYCLE_TIME not given."""
+    tmp_path = tmp_path_factory.mktemp('fp16')
     timeline = tmp_path / 'timeline.json'
-    run = run_horovod(2, *tiny_model_flags(tmp_path / 'default'), '--train_files', SMOKE_CSV, '--epochs', 1,
+    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 4,
+                      '--horovod_fp16_compression', '--horovod_backward_passes_per_step', 2,
+                      '--warmup_steps', 2, timeout=180,
                       env={'HOROVOD_TIMELINE': str(timeline), 'HOROVOD_TIMELINE_MARK_CYCLES': '1'})
+    return run, tmp_path, timeline.read_text()
+
+
+def test_cpu_ranks_get_a_5_ms_cycle_and_a_4_mb_fusion_buffer_unless_given(fp16_run, uneven_run):
+    run, _, timeline = fp16_run
     assert 'Horovod cycle time 5 ms, fusion buffer 4194304 bytes' in run.output
     # Horovod itself runs on it: its background loop starts a cycle every 5 ms (1 ms is its own default)
-    starts = [int(ts) for ts in re.findall(r'"name": "CYCLE_START"[^}]*"ts": (\d+)', timeline.read_text())]
+    starts = [int(ts) for ts in re.findall(r'"name": "CYCLE_START"[^}]*"ts": (\d+)', timeline)]
     assert len(starts) > 100
     assert 4500 <= np.median(np.diff(starts)) <= 10000
     given, _ = uneven_run       # run with HOROVOD_CYCLE_TIME=2
     assert 'Horovod cycle time 2 ms, fusion buffer 4194304 bytes' in given.output
 
 
-def test_fp16_compression_accumulation_and_warmup(tmp_path):
-    timeline = tmp_path / 'timeline.json'
-    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 4,
-                      '--horovod_fp16_compression', '--horovod_backward_passes_per_step', 2,
-                      '--warmup_steps', 2, timeout=180, env={'HOROVOD_TIMELINE': str(timeline)})
+def test_fp16_compression_accumulation_and_warmup(fp16_run):
+    run, tmp_path, timeline = fp16_run
     # the gradients go over the wire as float16: layer_1's weights' gradient, for one
-    dtypes = re.findall(r'"dtype": "(\w+)", "shape": "\[494, 32\]"', timeline.read_text())
+    dtypes = re.findall(r'"dtype": "(\w+)", "shape": "\[494, 32\]"', timeline)
     assert dtypes and set(dtypes) == {'float16'}, dtypes
     rates = [float(r) for r in re.findall(r'effective learning rate: ([0-9.e-]+)', run.output)]
     # one batch per epoch, two per update: updates after epochs 0..3 = 0, 1, 1, 2 -> ramp 0.001 -> 0.002
