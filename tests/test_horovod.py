@@ -1,6 +1,9 @@
 """The distributed path, with real horovodrun / mpirun processes: 2 ranks on localhost (Gloo).
 
-Every run is bounded by a timeout that kills its whole process group, so a hang fails the test."""
+Every run is bounded by a timeout that kills its whole process group, so a hang fails the test.
+The collective logic (decisions, sums, guards, chief-only writes, uneven sample counts) is tested in
+process, in seconds, by test_collectives.py; here one real run shows each over the wire, and a run
+serves several tests where it can (module-scoped fixtures; doc/TESTING.rst lists what moved where)."""
 import glob
 import json
 import os
