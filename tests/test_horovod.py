@@ -52,8 +52,9 @@ def traced_run(corpus, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp('traced')
     trace_dir, out = tmp_path / 'traces', tmp_path / 'run'
     trace_dir.mkdir()
-    run = run_horovod(2, *tiny_model_flags(out), '--train_files', corpus / 'train.csv', '--dev_files', corpus / 'dev.csv',
-                      '--test_files', corpus / 'test.csv', '--epochs', TRACED_EPOCHS, '--train_batch_size', TRACED_BATCH,
+    run = run_horovod(2, *tiny_model_flags(out), '--train_files', corpus / 'train.csv',
+                      '--dev_files', corpus / 'dev.csv', '--test_files', corpus / 'test.csv',
+                      '--epochs', TRACED_EPOCHS, '--train_batch_size', TRACED_BATCH,
                       '--dev_batch_size', TRACED_BATCH, '--test_batch_size', TRACED_BATCH,
                       '--test_output_file', out / 'results.json', wrapper=[TRACE], env={'TRACE_DIR': str(trace_dir)})
     return run, out, trace_dir
@@ -242,7 +243,8 @@ def test_distributed_test_report_equals_single_process_report(corpus, traced_run
     test sets, batches of 2 (padded on the ranks)."""
     _, out, _ = traced_run
     flags = ['--n_hidden', 32, '--checkpoint_dir', out / 'checkpoints', '--summary_dir', tmp_path / 'summaries',
-             '--test_files', '{0}/test.csv,{0}/dev.csv'.format(corpus), '--test_batch_size', 2, '--load_evaluate', 'last']
+             '--test_files', '{0}/test.csv,{0}/dev.csv'.format(corpus), '--test_batch_size', 2,
+             '--load_evaluate', 'last']
     run_deepspeech(*flags, '--test_output_file', tmp_path / 'single.json')
     run_horovod(2, *flags, '--test_output_file', tmp_path / 'distributed.json')
     single = json.loads((tmp_path / 'single.json').read_text())
