@@ -248,6 +248,35 @@ def test_ranks_that_disagree_fail_with_rank_divergence_instead_of_hanging(tmp_pa
         assert when in str(result)
 
 
+@pytest.fixture(scope='module')
+def twelve_csv(tmp_path_factory):
+    """Twelve utterances (test_horovod.py's corpus): room for the uneven sample counts below."""
+    return make_corpus(tmp_path_factory.mktemp('twelve'), 16, seed=3) / 'train.csv'
+
+
+@pytest.mark.parametrize('samples', [5, 7, 9])
+@pytest.mark.parametrize('batch', [1, 2])
+def test_uneven_sample_counts_finish_on_two_ranks(twelve_csv, tmp_path, samples, batch):
+    """M samples on 2 ranks: training trimmed to whole steps of 2 ranks x batch, validation padded so
+    every dev sample counts once; both ranks run the same steps and finish. test_horovod.py's
+    test_uneven_sample_counts_finish_under_horovodrun runs one of these cases under horovodrun."""
+    both = [settings_from_args('--train_files', twelve_csv, '--dev_files', twelve_csv, '--limit_train', samples,
+                               '--limit_dev', samples, '--train_batch_size', batch, '--dev_batch_size', batch,
+                               '--epochs', 2, '--n_hidden', 16, '--dropout_rate', 0,
+                               '--checkpoint_dir', tmp_path / 'rank{}'.format(rank) / 'checkpoints',
+                               '--summary_dir', tmp_path / 'rank{}'.format(rank) / 'summaries') for rank in (0, 1)]
+    rank0, rank1 = trainers(train_two_ranks(both))
+    steps = samples // (2 * batch)
+    for trainer in (rank0, rank1):
+        assert [v['epoch'] for v in trainer.validations_seen] == [0, 1]
+        assert trainer.final['global_step'] == 2 * steps
+    for seen0, seen1 in zip(rank0.validations_seen, rank1.validations_seen):
+        (_, count0), (_, count1) = seen0['summed'][0], seen1['summed'][0]
+        assert count0 + count1 == samples and abs(count0 - count1) <= 1    # every dev sample once, none padding
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / 'rank0' / 'checkpoints')))
+    assert reader.get_tensor('global_step') == 2 * steps
+
+
 def test_a_rank_left_alone_in_a_collective_or_in_another_one_fails_instead_of_hanging():
     """The stand-in's own guards: a collective only one rank enters times out; ranks in different
     collectives fail at once (Horovod would hang or mix their tensors up)."""

@@ -1,6 +1,9 @@
 """The distributed path, with real horovodrun / mpirun processes: 2 ranks on localhost (Gloo).
 
-Every run is bounded by a timeout that kills its whole process group, so a hang fails the test."""
+Every run is bounded by a timeout that kills its whole process group, so a hang fails the test.
+The collective logic (decisions, sums, guards, chief-only writes, uneven sample counts) is tested in
+process, in seconds, by test_collectives.py; here one real run shows each over the wire, and a run
+serves several tests where it can (module-scoped fixtures; doc/TESTING.rst lists what moved where)."""
 import glob
 import json
 import os
@@ -42,14 +45,27 @@ def opened_wavs(calls):
             if m and 'ENOENT' not in m.string]
 
 
-def test_smoke_two_ranks_train_and_test_only_rank_0_writes(tmp_path):
-    trace_dir = tmp_path / 'traces'
+@pytest.fixture(scope='module')
+def traced_run(corpus, tmp_path_factory):
+    """One 2-rank run under strace (tests/helpers/trace_files.sh) that the next two tests read: train
+    (batch 2, 2 epochs), validate and test on the corpus, the test report to a file."""
+    tmp_path = tmp_path_factory.mktemp('traced')
+    trace_dir, out = tmp_path / 'traces', tmp_path / 'run'
     trace_dir.mkdir()
-    out = tmp_path / 'run'
-    run = run_horovod(2, *tiny_model_flags(out), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
-                      '--test_files', SMOKE_CSV, '--epochs', 2, '--test_output_file', out / 'results.json',
-                      wrapper=[TRACE], env={'TRACE_DIR': str(trace_dir)})
-    assert 'Test on {} - WER:'.format(SMOKE_CSV) in run.output
+    run = run_horovod(2, *tiny_model_flags(out), '--train_files', corpus / 'train.csv',
+                      '--dev_files', corpus / 'dev.csv', '--test_files', corpus / 'test.csv',
+                      '--epochs', TRACED_EPOCHS, '--train_batch_size', TRACED_BATCH,
+                      '--dev_batch_size', TRACED_BATCH, '--test_batch_size', TRACED_BATCH,
+                      '--test_output_file', out / 'results.json', wrapper=[TRACE], env={'TRACE_DIR': str(trace_dir)})
+    return run, out, trace_dir
+
+
+TRACED_EPOCHS, TRACED_BATCH = 2, 2
+
+
+def test_smoke_two_ranks_train_and_test_only_rank_0_writes(corpus, traced_run):
+    run, out, trace_dir = traced_run
+    assert 'Test on {} - WER:'.format(corpus / 'test.csv') in run.output
     assert (out / 'checkpoints' / 'flags.txt').exists() and (out / 'results.json').exists()
     assert glob.glob(str(out / 'summaries' / 'train' / 'events.*'))
     assert changes_under(traced_calls(trace_dir, 0), out), 'the trace saw no write of rank 0 at all'
@@ -59,25 +75,23 @@ def test_smoke_two_ranks_train_and_test_only_rank_0_writes(tmp_path):
     assert len(infos_of_rank1) == 1 and 'Rank 1 of 2 computes on: CPU only' in infos_of_rank1[0], infos_of_rank1
 
 
-def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, tmp_path):
-    trace_dir = tmp_path / 'traces'
-    trace_dir.mkdir()
-    train, dev = corpus / 'train.csv', corpus / 'dev.csv'
-    epochs, batch = 2, 2
-    run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', train, '--dev_files', dev, '--epochs', epochs,
-                '--train_batch_size', batch, '--dev_batch_size', batch, wrapper=[TRACE],
-                env={'TRACE_DIR': str(trace_dir)})
+def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, traced_run):
+    _, _, trace_dir = traced_run
+    epochs, batch = TRACED_EPOCHS, TRACED_BATCH
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.util.text import load_alphabet
     alphabet = load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
-    train_records, dev_records = read_sources([str(train)], alphabet), read_sources([str(dev)], alphabet)
+    train_records, dev_records, test_records = (read_sources([str(corpus / name)], alphabet)
+                                                for name in ('train.csv', 'dev.csv', 'test.csv'))
     for rank in range(2):
         expected = [os.path.basename(train_records[i].audio_path) for epoch in range(epochs)
                     for b in train_batches(len(train_records), batch, 2, rank, epoch) for i in b]
         expected += [os.path.basename(dev_records[i].audio_path) for _ in range(epochs)
                      for b in eval_batches(len(dev_records), batch, 2, rank) for i in b if i != PADDING]
+        expected += [os.path.basename(test_records[i].audio_path)
+                     for b in eval_batches(len(test_records), batch, 2, rank) for i in b if i != PADDING]
         # ... plus, once, the headers of its slice of all audio paths (the validation pass, data/validation.py)
-        audio_paths = sorted({r.audio_path for r in train_records + dev_records})
+        audio_paths = sorted({r.audio_path for r in train_records + dev_records + test_records})
         expected += [os.path.basename(p) for p in audio_paths[rank::2]]
         assert sorted(opened_wavs(traced_calls(trace_dir, rank))) == sorted(expected)
 
@@ -91,59 +105,66 @@ def planned_reads(csv_path, size, rank, epochs, seed):
             for b in train_batches(len(records), 1, size, rank, epoch, seed, True) for i in b]
 
 
-def test_resuming_on_another_number_of_ranks_goes_on_with_the_next_epochs(corpus, tmp_path):
-    """2 epochs on 1 rank, 2 on 2 ranks, 2 on 1 rank: epochs 0..5 as in a straight run (global_step //
-    batches per epoch would repeat or skip epochs), each rank reading its samples in those epochs'
-    shuffled order (after its share of the audio check at start)."""
-    train = corpus / 'train.csv'
-    flags = tiny_model_flags(tmp_path) + ['--train_files', train, '--shuffle_batches', '--random_seed', 7,
-                                          '--epochs', 2]
-    finished = []
-    for segment, size in enumerate([1, 2, 1]):
-        trace_dir = tmp_path / 'traces{}'.format(segment)
-        trace_dir.mkdir()
-        env = {'TRACE_DIR': str(trace_dir)}
-        if size == 1:
-            run = run_command([TRACE] + deepspeech_command(*flags), env=env)
-        else:
-            run = run_horovod(size, *flags, wrapper=[TRACE], env=env)
-        finished += [int(epoch) for epoch in re.findall(r'Finished training epoch (\d+)', run.output)]
-        for rank in range(size):
-            reads = opened_wavs(traced_calls(trace_dir, rank))
-            planned = planned_reads(train, size, rank, [2 * segment, 2 * segment + 1], 7)
-            assert reads[-len(planned):] == planned and len(reads) - len(planned) <= len(csv_rows(train)), reads
-    assert finished == list(range(6))
-
-
 def saved_variables(checkpoint_dir):
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(checkpoint_dir)))
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
-def test_checkpoints_move_between_two_ranks_and_one(tmp_path):
-    flags = tiny_model_flags(tmp_path) + ['--train_files', SMOKE_CSV]
-    # 3 samples on 2 ranks x batch 1: one step per epoch; on one rank: three.
-    run_horovod(2, *flags, '--epochs', 2)
-    assert saved_variables(tmp_path / 'checkpoints')['learning_rate'] == pytest.approx(0.001)
-    single = run_deepspeech(*flags, '--epochs', 1, '--test_files', SMOKE_CSV, '--load_evaluate', 'last')
-    assert start_step(single.output) == 2
-    assert 'learning rate 0.001 x 1 rank(s) = 0.001' in single.output
-    assert 'Test on {}'.format(SMOKE_CSV) in single.output
-    distributed = run_horovod(2, *flags, '--epochs', 1)
-    assert start_step(distributed.output) == 5
-    assert 'learning rate 0.001 x 2 rank(s) = 0.002' in distributed.output
-    final = saved_variables(tmp_path / 'checkpoints')
-    assert final['global_step'] == 6 and final['learning_rate'] == pytest.approx(0.001)
+def test_resuming_on_another_number_of_ranks_goes_on_with_the_next_epochs(corpus, tmp_path):
+    """2 epochs on 1 rank, 2 on 2 ranks, 2 on 1 rank: epochs 0..5 as in a straight run (global_step //
+    batches per epoch would repeat or skip epochs), each rank reading its samples in those epochs'
+    shuffled order (after its share of the audio check at start). The checkpoints move between two
+    ranks and one both ways: each run goes on from the last one's global step, the learning rate is
+    stored unscaled and scaled by the ranks of the run, and the single process tests from the 2-rank
+    checkpoint. (This run also serves what test_checkpoints_move_between_two_ranks_and_one checked.)"""
+    train = corpus / 'train.csv'
+    train_wavs = {os.path.basename(path) for path in csv_rows(train)}
+    flags = tiny_model_flags(tmp_path) + ['--train_files', train, '--shuffle_batches', '--random_seed', 7,
+                                          '--epochs', 2]
+    steps_per_epoch = {1: len(train_wavs), 2: len(train_wavs) // 2}     # batch 1
+    finished, step = [], 0
+    for segment, size in enumerate([1, 2, 1]):
+        trace_dir = tmp_path / 'traces{}'.format(segment)
+        trace_dir.mkdir()
+        env = {'TRACE_DIR': str(trace_dir)}
+        if size == 1:
+            test = ['--test_files', SMOKE_CSV, '--load_evaluate', 'last'] if segment else []
+            run = run_command([TRACE] + deepspeech_command(*flags, *test), env=env)
+        else:
+            run = run_horovod(size, *flags, wrapper=[TRACE], env=env)
+        assert start_step(run.output) == step
+        assert 'learning rate 0.001 x {} rank(s) = {:g}'.format(size, 0.001 * size) in run.output
+        step += 2 * steps_per_epoch[size]
+        saved = saved_variables(tmp_path / 'checkpoints')
+        assert saved['global_step'] == step and saved['learning_rate'] == pytest.approx(0.001)
+        finished += [int(epoch) for epoch in re.findall(r'Finished training epoch (\d+)', run.output)]
+        for rank in range(size):
+            # the train set's audio (the test set's, read after training, is other files)
+            reads = [wav for wav in opened_wavs(traced_calls(trace_dir, rank)) if wav in train_wavs]
+            planned = planned_reads(train, size, rank, [2 * segment, 2 * segment + 1], 7)
+            assert reads[-len(planned):] == planned and len(reads) - len(planned) <= len(csv_rows(train)), reads
+    assert finished == list(range(6))
+    assert 'Test on {}'.format(SMOKE_CSV) in run.output
 
 
-@pytest.mark.parametrize('samples', [5, 7, 9])
-@pytest.mark.parametrize('batch', [1, 2])
-def test_uneven_sample_counts_finish_on_two_ranks(corpus, tmp_path, samples, batch):
+@pytest.fixture(scope='module')
+def uneven_run(corpus, tmp_path_factory):
+    """7 samples on 2 ranks x batch 2, for training and validation: one step an epoch (3 samples left
+    out), the dev shards 4 and 3 padded. HOROVOD_CYCLE_TIME is given (the last test below)."""
+    tmp_path = tmp_path_factory.mktemp('uneven')
     run = run_horovod(2, *tiny_model_flags(tmp_path, 16), '--train_files', corpus / 'train.csv',
-                      '--dev_files', corpus / 'train.csv', '--limit_train', samples, '--limit_dev', samples,
-                      '--train_batch_size', batch, '--dev_batch_size', batch, '--epochs', 2, timeout=180)
+                      '--dev_files', corpus / 'train.csv', '--limit_train', 7, '--limit_dev', 7,
+                      '--train_batch_size', 2, '--dev_batch_size', 2, '--epochs', 2, timeout=180,
+                      env={'HOROVOD_CYCLE_TIME': '2'})
+    return run, tmp_path
+
+
+def test_uneven_sample_counts_finish_under_horovodrun(uneven_run):
+    """One case over the real wire; the sweep (5, 7, 9 samples x batch 1, 2) runs in process:
+    test_collectives.py's test_uneven_sample_counts_finish_on_two_ranks."""
+    run, tmp_path = uneven_run
     assert run.output.count('Finished training epoch') == 2
-    steps = samples // (2 * batch)
+    steps = 7 // (2 * 2)
     assert saved_variables(tmp_path / 'checkpoints')['global_step'] == 2 * steps
 
 
@@ -182,45 +203,49 @@ def test_two_rank_gradient_equals_single_process_gradient_of_the_union(corpus, t
             assert unsynchronised > 10 * tolerance, (name, unsynchronised)
 
 
-@pytest.mark.parametrize('dropout', [0.0, 0.3])
-def test_each_rank_draws_its_own_dropout_masks(tmp_path, dropout):
-    """Both ranks get the same utterance: their own gradients are equal without dropout and differ with it."""
+def test_each_rank_draws_its_own_dropout_masks(tmp_path):
+    """Both ranks get the same utterance: their own gradients are equal without dropout and differ with
+    it. One run: the helper first computes the batch's gradients with the dropout rates at 0 (no
+    update), then the training step with --dropout 0.3."""
     csv_path = tmp_path / 'same_twice.csv'
     wav = os.path.join(ROOT, 'data', 'smoke_test', 'good_morning.wav')
     row = '{},{},good morning\n'.format(wav, os.path.getsize(wav))
     csv_path.write_text('wav_filename,wav_filesize,transcript\n' + row * 2)
     run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '--gloo', '-np', 2, '-H', 'localhost:2',
                  sys.executable, os.path.join(ROOT, 'tests', 'helpers', 'dump_gradients.py'), tmp_path, csv_path, 1,
-                 '--horovod', '--dropout', dropout], timeout=180)
+                 '--horovod', '--dropout', 0.3, '--also_without_dropout'], timeout=180)
     ranks = [np.load(str(tmp_path / 'rank{}.npz'.format(r))) for r in range(2)]
-    gradient = 'local/layer_1/weights'
-    same = np.array_equal(ranks[0][gradient], ranks[1][gradient])
-    assert same == (dropout == 0.0), (dropout, np.abs(ranks[0][gradient] - ranks[1][gradient]).max())
+    for gradient, dropout in (('nodropout/layer_1/weights', 0.0), ('local/layer_1/weights', 0.3)):
+        same = np.array_equal(ranks[0][gradient], ranks[1][gradient])
+        assert same == (dropout == 0.0), (dropout, np.abs(ranks[0][gradient] - ranks[1][gradient]).max())
 
 
-def test_early_stop_fires_on_both_ranks_at_the_same_epoch(tmp_path):
+def test_plateaus_then_early_stop_on_both_ranks_at_the_same_epochs(tmp_path):
+    """The decisions themselves (the dev loss summed over the shards, the same decision on each rank
+    each epoch, the rate after a plateau checked equal) are test_collectives.py's
+    test_dev_loss_is_summed_over_both_shards_and_both_ranks_decide_alike; here one real run shows them
+    over the wire: both ranks reload best_dev (rank 0 reads, then broadcasts) and stop together."""
     run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
-                      '--epochs', 20, '--early_stop', '--es_epochs', 2, '--es_min_delta', 1000, timeout=180)
-    assert 'Early stop triggered as the loss did not improve the last 2 epochs' in run.output
-    assert run.output.count('Finished training epoch') == 3
-
-
-def test_plateau_reduces_the_rate_on_both_ranks(tmp_path):
-    run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV,
-                      '--epochs', 3, '--reduce_lr_on_plateau', '--plateau_epochs', 1, '--es_min_delta', 1000,
-                      timeout=180)
-    # epoch 0 improves on nothing; epochs 1 and 2 are plateaus; each rank checks the others agree.
+                      '--epochs', 20, '--early_stop', '--es_epochs', 3, '--reduce_lr_on_plateau', '--plateau_epochs', 1,
+                      '--es_min_delta', 1000, timeout=180)
+    # epoch 0 improves on nothing; epochs 1 and 2 are plateaus; each rank checks the others agree; the
+    # third epoch without improvement (3) stops.
     assert run.output.count('Encountered a plateau') == 2
     assert 'effective learning rate: 0.0002' in run.output
-    # the last train checkpoint is written after epoch 2's training, before its plateau
-    assert saved_variables(tmp_path / 'checkpoints')['learning_rate'] == pytest.approx(1e-4)
+    assert 'Early stop triggered as the loss did not improve the last 3 epochs' in run.output
+    assert run.output.count('Finished training epoch') == 4
+    # the last train checkpoint is written after epoch 3's training, after the two plateaus
+    assert saved_variables(tmp_path / 'checkpoints')['learning_rate'] == pytest.approx(1e-5)
 
 
-def test_distributed_test_report_equals_single_process_report(corpus, tmp_path):
-    flags = tiny_model_flags(tmp_path, 24) + ['--test_files', '{0}/test.csv,{0}/dev.csv'.format(corpus),
-                                              '--test_batch_size', 2, '--load_evaluate', 'last']
-    run_deepspeech(*flags, '--train_files', corpus / 'train.csv', '--epochs', 2,
-                   '--test_output_file', tmp_path / 'single.json')
+def test_distributed_test_report_equals_single_process_report(corpus, traced_run, tmp_path):
+    """A test-only run on 2 ranks and one on a single process, from the traced run's checkpoint: two
+    test sets, batches of 2 (padded on the ranks)."""
+    _, out, _ = traced_run
+    flags = ['--n_hidden', 32, '--checkpoint_dir', out / 'checkpoints', '--summary_dir', tmp_path / 'summaries',
+             '--test_files', '{0}/test.csv,{0}/dev.csv'.format(corpus), '--test_batch_size', 2,
+             '--load_evaluate', 'last']
+    run_deepspeech(*flags, '--test_output_file', tmp_path / 'single.json')
     run_horovod(2, *flags, '--test_output_file', tmp_path / 'distributed.json')
     single = json.loads((tmp_path / 'single.json').read_text())
     distributed = json.loads((tmp_path / 'distributed.json').read_text())
@@ -238,27 +263,34 @@ def test_mpirun_launch_trains(tmp_path):
     assert saved_variables(tmp_path / 'checkpoints')['global_step'] == 1
 
 
-def test_cpu_ranks_get_a_5_ms_cycle_and_a_4_mb_fusion_buffer_unless_given(tmp_path):
-    timeline = tmp_path / 'timeline.json'
-    run = run_horovod(2, *tiny_model_flags(tmp_path / 'default'), '--train_files', SMOKE_CSV, '--epochs', 1,
-                      env={'HOROVOD_TIMELINE': str(timeline), 'HOROVOD_TIMELINE_MARK_CYCLES': '1'})
-    assert 'Horovod cycle time 5 ms, fusion buffer 4194304 bytes' in run.output
-    # Horovod itself runs on it: its background loop starts a cycle every 5 ms (1 ms is its own default)
-    starts = [int(ts) for ts in re.findall(r'"name": "CYCLE_START"[^}]*"ts": (\d+)', timeline.read_text())]
-    assert len(starts) > 100
-    assert 4500 <= np.median(np.diff(starts)) <= 10000
-    given = run_horovod(2, *tiny_model_flags(tmp_path / 'given'), '--train_files', SMOKE_CSV, '--epochs', 1,
-                        env={'HOROVOD_CYCLE_TIME': '2'})
-    assert 'Horovod cycle time 2 ms, fusion buffer 4194304 bytes' in given.output
-
-
-def test_fp16_compression_accumulation_and_warmup(tmp_path):
+@pytest.fixture(scope='module')
+def fp16_run(tmp_path_factory):
+    """fp16 compression, 2 backward passes a step and a warm-up, with Horovod's timeline (cycles marked);
+    HOROVOD_CYCLE_TIME not given."""
+    tmp_path = tmp_path_factory.mktemp('fp16')
     timeline = tmp_path / 'timeline.json'
     run = run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--epochs', 4,
                       '--horovod_fp16_compression', '--horovod_backward_passes_per_step', 2,
-                      '--warmup_steps', 2, timeout=180, env={'HOROVOD_TIMELINE': str(timeline)})
+                      '--warmup_steps', 2, timeout=180,
+                      env={'HOROVOD_TIMELINE': str(timeline), 'HOROVOD_TIMELINE_MARK_CYCLES': '1'})
+    return run, tmp_path, timeline.read_text()
+
+
+def test_cpu_ranks_get_a_5_ms_cycle_and_a_4_mb_fusion_buffer_unless_given(fp16_run, uneven_run):
+    run, _, timeline = fp16_run
+    assert 'Horovod cycle time 5 ms, fusion buffer 4194304 bytes' in run.output
+    # Horovod itself runs on it: its background loop starts a cycle every 5 ms (1 ms is its own default)
+    starts = [int(ts) for ts in re.findall(r'"name": "CYCLE_START"[^}]*"ts": (\d+)', timeline)]
+    assert len(starts) > 100
+    assert 4500 <= np.median(np.diff(starts)) <= 10000
+    given, _ = uneven_run       # run with HOROVOD_CYCLE_TIME=2
+    assert 'Horovod cycle time 2 ms, fusion buffer 4194304 bytes' in given.output
+
+
+def test_fp16_compression_accumulation_and_warmup(fp16_run):
+    run, tmp_path, timeline = fp16_run
     # the gradients go over the wire as float16: layer_1's weights' gradient, for one
-    dtypes = re.findall(r'"dtype": "(\w+)", "shape": "\[494, 32\]"', timeline.read_text())
+    dtypes = re.findall(r'"dtype": "(\w+)", "shape": "\[494, 32\]"', timeline)
     assert dtypes and set(dtypes) == {'float16'}, dtypes
     rates = [float(r) for r in re.findall(r'effective learning rate: ([0-9.e-]+)', run.output)]
     # one batch per epoch, two per update: updates after epochs 0..3 = 0, 1, 1, 2 -> ramp 0.001 -> 0.002

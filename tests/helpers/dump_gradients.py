@@ -2,7 +2,10 @@
 optimizer, through its train op) and write to <out>/rank<N>.npz the gradients that train op applied
 (averaged over the ranks), as `local/...` this rank's own gradients before averaging and as
 `weights/...` the weights the step started from. Run once plainly and once under horovodrun to
-compare: python dump_gradients.py OUT CSV BATCH_SIZE [--horovod] [--dropout RATE]"""
+compare: python dump_gradients.py OUT CSV BATCH_SIZE [--horovod] [--dropout RATE] [--also_without_dropout]
+
+--also_without_dropout first runs the same batch without dropout (the rates' placeholders at their
+default 0, no update) and writes this rank's own gradients of that as `nodropout/...` too."""
 import os
 import sys
 
@@ -34,19 +37,25 @@ def first_step(_):
         trainer.checkpointer.load_for_training(session, 'init')
         session.run(trainer.broadcast)
         weights = session.run({'weights/' + v.op.name: v for v in variables})
+        without_dropout = {}
+        if ALSO_WITHOUT_DROPOUT:
+            fetches = {'nodropout/' + v.op.name: g for g, v in zip(local, variables)}
+            values = next(set_steps(session, trainer.training, trainer.forward, 0, fetches, {}))
+            without_dropout = {name: value for name, value in values.items() if name.startswith('nodropout/')}
         fetches = dict(train=trainer.train_op)
         fetches.update({'gradient/' + v.op.name: g for g, v in trainer.gradients})
         fetches.update({'local/' + v.op.name: g for g, v in zip(local, variables)})
         values = next(set_steps(session, trainer.training, trainer.forward, 0, fetches, trainer.train_feed))
     saved = {name[len('gradient/'):] if name.startswith('gradient/') else name: value
              for name, value in values.items() if name.startswith(('gradient/', 'local/'))}
-    np.savez(os.path.join(OUT_DIR, 'rank{}.npz'.format(dist.rank)), **saved, **weights)
+    np.savez(os.path.join(OUT_DIR, 'rank{}.npz'.format(dist.rank)), **saved, **weights, **without_dropout)
 
 
 if __name__ == '__main__':
     OUT_DIR, csv_path, batch_size = sys.argv[1:4]
     options = sys.argv[4:]
     dropout = options[options.index('--dropout') + 1] if '--dropout' in options else '0'
+    ALSO_WITHOUT_DROPOUT = '--also_without_dropout' in options
     sys.argv = [sys.argv[0], '--train_files', csv_path, '--train_batch_size', batch_size, '--n_hidden', '24',
                 '--random_seed', '1', '--dropout_rate', dropout, '--noshow_progressbar',
                 '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'),
