@@ -107,9 +107,12 @@ class Job:
         return state
 
     def start_again(self):
-        """Let the requeued job start as soon as it is pending and both nodes are idle. Slurm 22.05 makes a requeued job wait
-        (measured here: 147 s) because the nodes reject a job whose credential they revoked in the same
-        second ("Job credential revoked", seen when it started at once), hence the 2 s."""
+        """Let the requeued job start as soon as it is pending and both nodes are idle. Slurm 22.05 sets a requeued
+        job's begin time a job credential's lifetime ahead (AuthInfo's cred_expire, default 120 s; measured
+        here: 147 s to the start), so that its new launch credential is newer than the revoked one: the
+        nodes reject a job whose credential they revoked in the same second ("Job credential revoked", seen
+        when it started at once), hence the 2 s. (A short cred_expire would shorten every step
+        credential's lifetime too, which a loaded machine's launches could outlast.)"""
         self.wait_until(lambda state: state['JobState'] == 'PENDING' and self.cluster.idle_nodes() == 2,
                         'the requeue done (the job pending, the nodes idle)', timeout=120)
         time.sleep(2)
