@@ -190,23 +190,25 @@ def test_a_time_limit_saves_requeues_and_the_requeued_job_goes_on_where_it_stopp
     job = Job(cluster, tmp_path / 'job.log', training_flags(corpus, tmp_path / 'slurm', total_epochs),
               options=['--time=5', '--signal=B:USR1@100'])
     job.wait_for_log(r'Finished training epoch 0 ')
-    # slurmctld checks time limits every 30 s (hard-coded in Slurm), so the signal comes up to ~35 s after
-    # the update below: the ranks wait for it frozen (SIGSTOP, as in a long step), which keeps the job in
-    # epoch 1 or 2 whatever the machine's speed, so 5 epochs are enough for a stop mid-training and two
-    # epochs after it. Meanwhile the uninterrupted reference run has the CPU.
+    # slurmctld checks time limits every 30 s (fixed in Slurm's source), so the signal comes up to 30 s (and
+    # a little) after the update below: the ranks wait for it frozen (SIGSTOP, as in a long step), which
+    # keeps the job in epoch 1 or 2 whatever the machine's speed (70 epochs were needed to outlast the wait
+    # unfrozen), so 5 epochs are enough for a stop mid-training and two epochs after it. Meanwhile the
+    # uninterrupted reference run has the CPU.
     ranks = job.freeze_tasks()
-    # Now the limit comes 2 minutes after the job's start, so the signal (100 s before) is due, and
-    # slurmctld sends it at its next time-limit check: Slurm to the script, the script to srun, srun to
-    # the frozen ranks, where it waits until they go on.
-    cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=2')
     with concurrent.futures.ThreadPoolExecutor(1) as background:
-        reference = background.submit(run_horovod, 2, *training_flags(corpus, tmp_path / 'reference', total_epochs),
-                                      timeout=600)
         try:
+            # Now the limit comes 2 minutes after the job's start, so the signal (100 s before) is due, and
+            # slurmctld sends it at its next time-limit check: Slurm to the script, the script to srun, srun
+            # to the frozen ranks, where it waits until they go on.
+            cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=2')
+            reference = background.submit(run_horovod, 2, *training_flags(corpus, tmp_path / 'reference',
+                                                                          total_epochs), timeout=600)
             wait_for_pending(ranks, signal.SIGUSR1, timeout=120)
         finally:
             for pid in ranks:
-                os.kill(pid, signal.SIGCONT)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
         job.wait_for_requeue(timeout=120)
         cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=10')   # the rest fits this time
         job.start_again()
