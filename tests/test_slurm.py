@@ -5,9 +5,12 @@ dies gets its job requeued. The ranks are started by srun --mpi=pmix (Horovod ov
 the first test also by horovodrun inside the allocation (Gloo, over the ssh stand-in).
 
 Every wait is bounded; the cluster's daemons are stopped by pid whatever happens."""
+import concurrent.futures
+import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 
@@ -41,6 +44,14 @@ def cluster(tmp_path_factory):
 def corpus(tmp_path_factory):
     """60 utterances (49 train, 5 dev): 24 steps an epoch on 2 ranks of batch 1."""
     return make_corpus(tmp_path_factory.mktemp('corpus'), 60, 5)
+
+
+@pytest.fixture(scope='module')
+def localhost_run(corpus, tmp_path_factory):
+    """The 2-node jobs' reference (both launchers'): the same 2 epochs by `horovodrun -H localhost:2`; its
+    output and checkpoint directory."""
+    out_dir = tmp_path_factory.mktemp('localhost')
+    return run_horovod(2, *training_flags(corpus, out_dir, 2), timeout=600).output, out_dir / 'checkpoints'
 
 
 def training_flags(corpus, out_dir, total_epochs):
@@ -96,16 +107,50 @@ class Job:
         return state
 
     def start_again(self):
-        """Let the requeued job start as soon as it is pending and both nodes are idle. Slurm 22.05 makes a requeued job wait
-        (measured here: 147 s) because the nodes reject a job whose credential they revoked in the same
-        second ("Job credential revoked", seen when it started at once), hence the 2 s."""
+        """Let the requeued job start as soon as it is pending and both nodes are idle. Slurm 22.05 sets a requeued
+        job's begin time a job credential's lifetime ahead (AuthInfo's cred_expire, default 120 s; measured
+        here: 147 s to the start), so that its new launch credential is newer than the revoked one: the
+        nodes reject a job whose credential they revoked in the same second ("Job credential revoked", seen
+        when it started at once), hence the 2 s. (A short cred_expire would shorten every step
+        credential's lifetime too, which a loaded machine's launches could outlast.)"""
         self.wait_until(lambda state: state['JobState'] == 'PENDING' and self.cluster.idle_nodes() == 2,
                         'the requeue done (the job pending, the nodes idle)', timeout=120)
         time.sleep(2)
         self.cluster.command('scontrol', 'update', 'JobId=' + self.id, 'StartTime=now')
 
+    def tasks(self):
+        """The pids of the job's tasks (the ranks: children of a 'slurmstepd: [<job>.<step>]', not of the
+        batch step's), on every node."""
+        steps = re.compile(r'slurmstepd: \[{}\.\d+\]$'.format(self.id))
+        pids = []
+        for host in netns_hosts.HOSTS:
+            listed = subprocess.run(['ip', 'netns', 'pids', host], stdout=subprocess.PIPE, universal_newlines=True)
+            for pid in map(int, listed.stdout.split()):
+                with contextlib.suppress(OSError):
+                    if steps.match(command_line(parent_pid(pid))):
+                        pids.append(pid)
+        return pids
+
+    def freeze_tasks(self):
+        """SIGSTOP every task of the job (both ranks); returns their pids (SIGCONT them)."""
+        pids = self.tasks()
+        assert len(pids) == 2, (pids, self.output()[-5000:])
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        return pids
+
     def wait_until_ended(self, timeout=300):
         return self.wait_until(lambda state: state['JobState'] in ENDED, 'end', timeout)['JobState']
+
+
+def parent_pid(pid):
+    with open('/proc/{}/status'.format(pid)) as status:
+        return int(re.search(r'^PPid:\s*(\d+)$', status.read(), re.M).group(1))
+
+
+def command_line(pid):
+    with open('/proc/{}/cmdline'.format(pid), 'rb') as cmdline:
+        return cmdline.read().replace(b'\0', b' ').decode(errors='replace').strip()
 
 
 def epochs_finished(output):
@@ -113,7 +158,8 @@ def epochs_finished(output):
 
 
 @pytest.mark.parametrize('launcher', ['srun', 'horovodrun'])
-def test_sbatch_trains_on_two_nodes_as_localhost_does_and_only_rank_0_writes(cluster, corpus, tmp_path, launcher):
+def test_sbatch_trains_on_two_nodes_as_localhost_does_and_only_rank_0_writes(cluster, corpus, localhost_run, tmp_path,
+                                                                            launcher):
     trace_dir = tmp_path / 'traces'
     trace_dir.mkdir()
     traced_python = tmp_path / 'python'
@@ -130,30 +176,44 @@ def test_sbatch_trains_on_two_nodes_as_localhost_does_and_only_rank_0_writes(clu
     started_by = {'srun': 'srun (Slurm job {}, step 0, PMIx)'.format(job.id), 'horovodrun': 'horovodrun (Gloo)'}
     assert output.count('started by ' + started_by[launcher]) == 2, output[-5000:]
     assert '1 rank(s) on this host' in output       # one rank on each node
-    local = run_horovod(2, *training_flags(corpus, tmp_path / 'localhost', 2), timeout=600)
+    local_output, local_checkpoints = localhost_run
     assert len(losses(output)) == 4                 # two epochs of training and of validation
-    assert losses(output) == pytest.approx(losses(local.output), rel=1e-4)
+    assert losses(output) == pytest.approx(losses(local_output), rel=1e-4)
     assert saved_variables(tmp_path / 'slurm' / 'checkpoints')['global_step'] == \
-        saved_variables(tmp_path / 'localhost' / 'checkpoints')['global_step'] == 2 * 24
+        saved_variables(local_checkpoints)['global_step'] == 2 * 24
     assert changes_under(traced_calls(trace_dir, 0), tmp_path / 'slurm'), 'rank 0 wrote nothing at all'
     assert changes_under(traced_calls(trace_dir, 1), tmp_path / 'slurm') == []
 
 
 def test_a_time_limit_saves_requeues_and_the_requeued_job_goes_on_where_it_stopped(cluster, corpus, tmp_path):
-    # slurmctld checks time limits every 30 s, so the signal comes up to ~35 s after the update below; 70
-    # epochs of 24 steps last twice that at the fastest measured (1.0 s an epoch, validation included; 30
-    # epochs were once all done before the signal came), so it comes mid-training.
-    total_epochs = 70
+    total_epochs = 5
     job = Job(cluster, tmp_path / 'job.log', training_flags(corpus, tmp_path / 'slurm', total_epochs),
               options=['--time=5', '--signal=B:USR1@100'])
     job.wait_for_log(r'Finished training epoch 0 ')
-    # Training runs: now the limit comes 2 minutes after the job's start, so the signal (100 s before) is
-    # due, and slurmctld sends it at its next time-limit check.
-    cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=2')
-    job.wait_for_requeue(timeout=120)
-    cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=10')   # the rest fits this time
-    job.start_again()
-    assert job.wait_until_ended() == 'COMPLETED', job.output()[-5000:]
+    # slurmctld checks time limits every 30 s (fixed in Slurm's source), so the signal comes up to 30 s (and
+    # a little) after the update below: the ranks wait for it frozen (SIGSTOP, as in a long step), which
+    # keeps the job in epoch 1 or 2 whatever the machine's speed (70 epochs were needed to outlast the wait
+    # unfrozen), so 5 epochs are enough for a stop mid-training and two epochs after it. Meanwhile the
+    # uninterrupted reference run has the CPU.
+    ranks = job.freeze_tasks()
+    with concurrent.futures.ThreadPoolExecutor(1) as background:
+        try:
+            # Now the limit comes 2 minutes after the job's start, so the signal (100 s before) is due, and
+            # slurmctld sends it at its next time-limit check: Slurm to the script, the script to srun, srun
+            # to the frozen ranks, where it waits until they go on.
+            cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=2')
+            reference = background.submit(run_horovod, 2, *training_flags(corpus, tmp_path / 'reference',
+                                                                          total_epochs), timeout=600)
+            wait_for_pending(ranks, signal.SIGUSR1, timeout=120)
+        finally:
+            for pid in ranks:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        job.wait_for_requeue(timeout=120)
+        cluster.command('scontrol', 'update', 'JobId=' + job.id, 'TimeLimit=10')   # the rest fits this time
+        job.start_again()
+        assert job.wait_until_ended() == 'COMPLETED', job.output()[-5000:]
+        reference = reference.result()
     first, second = job.output().split('job {} run 2 '.format(job.id))
     step = int(re.search(r'Interrupted at global step (\d+), saved ', first).group(1))
     assert 'Exiting with code 138' in first and 'time limit near: requeueing job {}'.format(job.id) in first
@@ -166,10 +226,27 @@ def test_a_time_limit_saves_requeues_and_the_requeued_job_goes_on_where_it_stopp
     assert saved_variables(tmp_path / 'slurm' / 'checkpoints')['global_step'] == total_epochs * 24
     # The weights after the resumed epoch are those of one run without the stop (no sample of it seen
     # twice or skipped): the validation after it and the next epoch give the same losses.
-    reference = run_horovod(2, *training_flags(corpus, tmp_path / 'reference', resumed_epoch + 2), timeout=600)
     resumed = after_epoch(losses(second), resumed_epoch)
     assert len(resumed) == 3, losses(second)[:6]
     assert resumed == pytest.approx(after_epoch(losses(reference.output), resumed_epoch), rel=1e-4)
+
+
+def wait_for_pending(pids, signum, timeout):
+    """Until `signum` is pending in each of the stopped processes `pids` (sent, waiting for a SIGCONT), or
+    one of them was continued (by whoever sent it)."""
+    deadline = time.time() + timeout
+    while not all(signum in pending or not stopped for pending, stopped in map(pending_signals, pids)):
+        assert time.time() < deadline, 'no {} within {} s'.format(signal.Signals(signum).name, timeout)
+        time.sleep(0.5)
+
+
+def pending_signals(pid):
+    """The signals sent to the process `pid` and not yet delivered, and whether it is stopped."""
+    with open('/proc/{}/status'.format(pid)) as status:
+        text = status.read()
+    mask = int(re.search(r'^ShdPnd:\s*([0-9a-f]+)$', text, re.M).group(1), 16)
+    stopped = re.search(r'^State:\s*T', text, re.M) is not None
+    return {signum for signum in range(1, 65) if mask & (1 << (signum - 1))}, stopped
 
 
 def after_epoch(entries, epoch):
@@ -181,7 +258,7 @@ def test_a_node_whose_slurmd_dies_fails_the_job_within_a_minute_and_the_requeued
                                                                                             tmp_path):
     job = Job(cluster, tmp_path / 'job.log', training_flags(corpus, tmp_path / 'slurm', 10000))
     try:
-        job.wait_for_log(r'Finished training epoch 1 ')     # a train checkpoint after each epoch
+        job.wait_for_log(r'Finished training epoch 0 ')     # a train checkpoint after each epoch
         cluster.kill_slurmd('hostB')
         killed = time.time()
         requeued = job.wait_for_requeue(timeout=90)

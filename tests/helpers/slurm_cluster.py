@@ -24,8 +24,13 @@ import netns_hosts
 PROGRAMS = ('munged', 'mungekey', 'slurmctld', 'slurmd', 'sbatch', 'scontrol')
 CONTROLLER = 'hostA'
 # Node failure is noticed SlurmdTimeout after the last answer; slurmctld pings about every
-# SlurmdTimeout / 3, so a dead slurmd makes its node DOWN (and its job requeued) in 10-20 s.
-SLURMD_TIMEOUT = 10
+# SlurmdTimeout / 3, but a ping of a dead slurmd retries the refused connection for MessageTimeout
+# (default 10 s) before it counts, and the next ping waits for it. Measured with a dead slurmd
+# (2026-12-06, SlurmctldDebug=debug2): its node DOWN and its job requeued 26.8 s after the kill with
+# SlurmdTimeout=10 and the default MessageTimeout, 18.6 s with MessageTimeout=5, 14.3 s with both 5
+# (SlurmdTimeout=5 alone: 26.1 s). 5 s is still far above any round trip on this machine under load.
+SLURMD_TIMEOUT = 5
+MESSAGE_TIMEOUT = 5
 
 SLURM_CONF = """\
 ClusterName=dstest
@@ -54,6 +59,7 @@ JobCompType=jobcomp/none
 JobRequeue=1
 ReturnToService=2
 SlurmdTimeout={slurmd_timeout}
+MessageTimeout={message_timeout}
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
@@ -83,7 +89,8 @@ def write_config(directory):
     path = os.path.join(directory, 'slurm.conf')
     with open(path, 'w') as conf:
         conf.write(SLURM_CONF.format(controller=CONTROLLER, controller_address=netns_hosts.HOSTS[CONTROLLER],
-                                     dir=directory, slurmd_timeout=SLURMD_TIMEOUT, nodes=nodes,
+                                     dir=directory, slurmd_timeout=SLURMD_TIMEOUT, message_timeout=MESSAGE_TIMEOUT,
+                                     nodes=nodes,
                                      node_names=','.join(netns_hosts.HOSTS)))
     return path
 
