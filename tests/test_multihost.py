@@ -71,8 +71,16 @@ def gradient_bytes(checkpoint_dir):
                                                            'beta2_power'))
 
 
+@pytest.fixture(scope='module')
+def localhost_run(corpus, tmp_path_factory):
+    """(output, out_dir) of the same training with -H localhost:2: what both launchers' two-host runs must
+    match. Made once: its flags and corpus are the same for both (it was run again by each)."""
+    out_dir = tmp_path_factory.mktemp('localhost')
+    return run_horovod(2, *training_flags(corpus, out_dir), timeout=600).output, out_dir
+
+
 @pytest.mark.parametrize('launcher', ['horovodrun', 'mpirun'])
-def test_two_hosts_train_as_localhost_does_and_only_rank_0_writes(hosts, corpus, tmp_path, launcher):
+def test_two_hosts_train_as_localhost_does_and_only_rank_0_writes(hosts, corpus, localhost_run, tmp_path, launcher):
     trace_dir = tmp_path / 'traces'
     trace_dir.mkdir()
     before = netns_hosts.bytes_sent()
@@ -82,12 +90,12 @@ def test_two_hosts_train_as_localhost_does_and_only_rank_0_writes(hosts, corpus,
     sent = netns_hosts.bytes_sent() - before
     assert 'learning rate 0.001 x 2 rank(s)' in remote.output
     assert '1 rank(s) on this host' in remote.output   # one rank per host, not two on one
-    local = run_horovod(2, *training_flags(corpus, tmp_path / 'localhost'), timeout=600)
-    assert losses(remote.output) == pytest.approx(losses(local.output), rel=1e-4)
+    local_output, local_dir = localhost_run
+    assert losses(remote.output) == pytest.approx(losses(local_output), rel=1e-4)
     assert len(losses(remote.output)) == 4   # two epochs of training and of validation
     checkpoints = tmp_path / 'hosts' / 'checkpoints'
     steps = saved_variables(checkpoints)['global_step']
-    assert steps == saved_variables(tmp_path / 'localhost' / 'checkpoints')['global_step'] > 0
+    assert steps == saved_variables(local_dir / 'checkpoints')['global_step'] > 0
     # the gradients crossed the link: a 2-rank allreduce sends each rank's half one way and back
     assert sent > steps * gradient_bytes(checkpoints), (sent, steps)
     assert changes_under(traced_calls(trace_dir, 0), tmp_path / 'hosts'), 'rank 0 wrote nothing at all'
