@@ -7,7 +7,7 @@
 #
 # What this machine already has is reused (doc/DOCKER.rst): its bin/setup.sh wheel cache (the compiled
 # Horovod wheel, kept for its environment's key, and KenLM's tools; DS_WHEEL_CACHE) and apt's downloaded
-# packages (/var/cache/apt/archives) are mounted into the build's RUN steps (buildah bud -v), and the
+# packages (/var/cache/apt/archives, hard-linked) are mounted into the build's RUN steps (buildah -v); the
 # Dockerfile's DS_WHEEL_CACHE build arg names the mounted wheel cache. A plain `docker build` leaves that
 # arg empty and downloads and compiles everything itself.
 #
@@ -75,9 +75,20 @@ HOST_PY="$("$ROOT/bin/setup.sh" --horovod-wheel | tail -n 1)"
 WHEELS="${DS_WHEEL_CACHE:-$(dirname "$(dirname "$(dirname "$HOST_PY")")")/wheels}"
 mkdir -p "$WHEELS"
 MOUNTS=(-v "$WHEELS:/var/cache/deepspeech-wheels" --build-arg DS_WHEEL_CACHE=/var/cache/deepspeech-wheels)
-# apt inside the build finds the packages this machine downloaded (the versions both take from bookworm).
-if [ -d /var/cache/apt/archives/partial ] && [ -w /var/cache/apt/archives ]; then
-    MOUNTS+=(-v /var/cache/apt/archives:/var/cache/apt/archives)
+# apt inside the build finds the packages this machine downloaded: a hard-linked copy of its
+# /var/cache/apt/archives (instant on the same filesystem), so that the build's apt has a lock of its own
+# (an apt-get on the machine at the same time would otherwise fail the build); what the build downloads
+# is linked back for the next one.
+APT_DEBS=""
+cleanup() { [ -z "$APT_DEBS" ] || rm -rf "$APT_DEBS"; }
+trap cleanup EXIT
+if ls /var/cache/apt/archives/*.deb >/dev/null 2>&1; then
+    APT_DEBS="$(mktemp -d "$CACHE/apt-archives.XXXXXX")"
+    if mkdir "$APT_DEBS/partial" && cp -al /var/cache/apt/archives/*.deb "$APT_DEBS/" 2>/dev/null; then
+        MOUNTS+=(-v "$APT_DEBS:/var/cache/apt/archives")
+    else
+        log "not reusing /var/cache/apt/archives (no hard links from $CACHE)"
+    fi
 fi
 timed make_base_rootfs
 
@@ -113,6 +124,7 @@ LAYERS=()
 [ "${DS_DOCKER_LAYERS:-0}" = 1 ] && LAYERS=(--layers)
 timed "${BUILDAH[@]}" bud --isolation chroot ${LAYERS[@]+"${LAYERS[@]}"} "${MOUNTS[@]}" "${BUILD_ARGS[@]}" \
     --label deepspeech.context="$HASH" -f "$ROOT/Dockerfile.train" -t "$IMAGE" "$ROOT" >&2
+[ -z "$APT_DEBS" ] || [ ! -w /var/cache/apt/archives ] || cp -aln "$APT_DEBS"/*.deb /var/cache/apt/archives/ 2>/dev/null || true
 # vfs keeps a full copy of the tree per layer: drop the images that the new tag left dangling.
 "${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || true
 echo "$IMAGE"
