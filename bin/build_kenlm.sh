@@ -10,7 +10,10 @@
 # KenLM's source distribution on PyPI, which carries the whole C++ tree, pinned by version and hash.
 # Only the three needed targets are compiled (40 to 70 s on 2 cores, depending on their load). The
 # `.complete` marker is written last, so an interrupted build is redone and a finished one makes a
-# rerun return at once.
+# rerun return at once. The compiled tools are also kept in bin/setup.sh's wheel cache (DS_WHEEL_CACHE,
+# default the environments' folder's wheels/), keyed by KenLM's version and hash, the OS release and
+# the machine, so another environment, or the Docker image build that mounts that cache, copies them
+# instead of compiling.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,6 +41,30 @@ if [ ! -x "$PY" ] || [ ! -f "$ENV_DIR/pyvenv.cfg" ]; then
 fi
 KENLM_DIR="$ENV_DIR/kenlm"
 BIN_DIR="$KENLM_DIR/bin"
+OS_RELEASE="$( (. /etc/os-release && echo "$ID-$VERSION_ID") 2>/dev/null || echo unknown)"
+KEPT="${DS_WHEEL_CACHE:-$(dirname "$ENV_DIR")/wheels}/kenlm-$KENLM_VERSION-${KENLM_SHA256:0:12}-$OS_RELEASE-$(uname -m)"
+
+# The kept tools, when all are there and find their shared libraries (the Debian packages of setup.sh).
+copy_kept() {
+    local target
+    for target in $TARGETS; do
+        [ -x "$KEPT/$target" ] || return 1
+        ! ldd "$KEPT/$target" 2>/dev/null | grep -q 'not found' || return 1
+    done
+    rm -rf "$KENLM_DIR"
+    mkdir -p "$BIN_DIR"
+    for target in $TARGETS; do install -m 755 "$KEPT/$target" "$BIN_DIR/$target"; done
+    touch "$KENLM_DIR/.complete"
+    log "KenLM tools copied from $KEPT to $BIN_DIR"
+}
+
+# Keep the tools just built (renamed into place complete); a cache that cannot be written is skipped.
+keep() {
+    local tmp
+    mkdir -p "$(dirname "$KEPT")" 2>/dev/null && tmp="$(mktemp -d "$KEPT.XXXXXX" 2>/dev/null)" || return 0
+    cp -a "$BIN_DIR/." "$tmp/"
+    mv -T "$tmp" "$KEPT" 2>/dev/null || rm -rf "$tmp"
+}
 
 build_kenlm() {
     local start
@@ -73,8 +100,10 @@ exec 8>"$ENV_DIR/kenlm.lock"
 flock 8
 if [ -f "$KENLM_DIR/.complete" ]; then
     log "reusing $BIN_DIR"
-else
+    [ -d "$KEPT" ] || keep   # built before the cache existed
+elif ! copy_kept; then
     build_kenlm
+    keep
 fi
 flock -u 8
 echo "$BIN_DIR"

@@ -7,17 +7,25 @@
 # whether it is a GPU environment, so every clone on this machine (CI's fresh clone included) reuses
 # it. A build that is interrupted is never reused: the `.complete` marker (which says what was built) is
 # written last. Horovod must be compiled against the installed TensorFlow, hence the second step
-# with --no-build-isolation.
+# with --no-build-isolation. That compiled wheel is kept in a wheel cache under the same key (and the
+# OS release), so a later setup with the same key, such as the one inside the Docker image build
+# (bin/build_docker_cpu_local.sh mounts the cache, doc/DOCKER.rst), installs it instead of compiling.
 #
-# Usage: bin/setup.sh [--gpu] [--dry-run | --python]
+# Usage: bin/setup.sh [--gpu] [--dry-run | --python | --horovod-wheel]
 #   --gpu (or DS_GPU=1)  a GPU environment: tensorflow[and-cuda] (CUDA and cuDNN as pip packages) and,
 #                  when a CUDA toolkit is found (nvcc), Horovod with NCCL allreduce (doc/GPU.rst)
 #   --dry-run      print what would be installed (pip requirement lines, Horovod's build settings) and
 #                  the interpreter's path, building and installing nothing
 #   --python       print the Python 3.9 it builds from (for an environment of your own) and stop
+#   --horovod-wheel  also make sure the environment's compiled Horovod wheel is in the wheel cache: an
+#                  environment built before the cache existed gets its wheel compiled once (~2.5 min),
+#                  without rebuilding the environment (bin/build_docker_cpu_local.sh asks for it)
 #
 # Environment knobs:
 #   DS_ENV_CACHE   folder holding the environments (default ${XDG_CACHE_HOME:-~/.cache}/deepspeech-training)
+#   DS_WHEEL_CACHE folder of the compiled Horovod wheels, one subfolder per environment key and OS
+#                  release (default $DS_ENV_CACHE/wheels, i.e. ~/.cache/deepspeech-training/wheels);
+#                  a wheel found there for this key is installed instead of compiling Horovod
 #   DS_PYTHON      a python3.9 interpreter to use instead of searching for one
 #   DS_NO_APT=1    never call apt-get, even as root
 #   HOROVOD_GPU_OPERATIONS=NCCL   build Horovod's GPU allreduce with NCCL (needs CUDA and libnccl-dev;
@@ -28,12 +36,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 GPU="${DS_GPU:-0}"
 DRY_RUN=0
 ONLY_PYTHON=0
+HOROVOD_WHEEL=0
 for arg in "$@"; do
     case "$arg" in
         --gpu) GPU=1 ;;
         --dry-run) DRY_RUN=1 ;;
         --python) ONLY_PYTHON=1 ;;
-        *) echo "[setup] ERROR: unknown argument $arg (usage: bin/setup.sh [--gpu] [--dry-run | --python])" >&2; exit 2 ;;
+        --horovod-wheel) HOROVOD_WHEEL=1 ;;
+        *) echo "[setup] ERROR: unknown argument $arg (usage: bin/setup.sh [--gpu] [--dry-run | --python | --horovod-wheel])" >&2; exit 2 ;;
     esac
 done
 log() { echo "[setup] $*" >&2; }
@@ -117,6 +127,10 @@ KEY="$( { cat "$ROOT/constraints.txt" "${REQUIREMENT_FILES[@]}" "$ROOT/requireme
         | sha256sum | cut -c1-12)"
 CACHE="${DS_ENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deepspeech-training}"
 ENV_DIR="$CACHE/env-$KEY"
+# The compiled Horovod wheel: same key as the environment, and the OS release whose libraries it links.
+OS_RELEASE="$( (. /etc/os-release && echo "$ID-$VERSION_ID") 2>/dev/null || echo unknown)"
+WHEEL_CACHE="${DS_WHEEL_CACHE:-$CACHE/wheels}"
+WHEEL_DIR="$WHEEL_CACHE/horovod-$KEY-$OS_RELEASE"
 HOROVOD_BUILD="Horovod with Gloo$([ $WITH_MPI = 1 ] && echo ' and MPI')${HOROVOD_GPU_OPERATIONS:+, GPU ops $HOROVOD_GPU_OPERATIONS}"
 
 if [ $DRY_RUN = 1 ]; then
@@ -129,6 +143,31 @@ if [ $DRY_RUN = 1 ]; then
 fi
 mkdir -p "$CACHE"
 
+horovod_wheel() { ls "$WHEEL_DIR"/horovod-*.whl 2>/dev/null | head -n 1; }
+
+# Compile Horovod against the environment's TensorFlow into the wheel cache, unless it is there (renamed
+# into place once complete, so a reader never sees half a wheel; one builder at a time per key).
+build_horovod_wheel() {
+    local tmp
+    mkdir -p "$WHEEL_CACHE"
+    exec 6>"$WHEEL_DIR.lock"
+    flock 6
+    if [ -n "$(horovod_wheel)" ]; then flock -u 6; return 0; fi
+    log "compiling Horovod against TensorFlow into $WHEEL_DIR (about 2.5 minutes on 2 cores)"
+    tmp="$(mktemp -d "$WHEEL_CACHE/.build-XXXXXX")"
+    (
+        export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+        if [ $WITH_MPI = 1 ]; then export HOROVOD_WITH_MPI=1; else export HOROVOD_WITHOUT_MPI=1; fi
+        export MAKEFLAGS="-j$(nproc)"
+        pip_quietly "$ENV_DIR/bin/python" -m pip --disable-pip-version-check wheel -q --no-build-isolation \
+            --no-deps --no-cache-dir -c "$ROOT/constraints.txt" -r "$ROOT/requirements/horovod.txt" -w "$tmp" >&2
+    ) || { rm -rf "$tmp"; return 1; }
+    mkdir -p "$WHEEL_DIR"
+    mv "$tmp"/horovod-*.whl "$WHEEL_DIR/"
+    rm -rf "$tmp"
+    flock -u 6
+}
+
 build_environment() {
     log "building $ENV_DIR with $PYTHON39: $VARIANT, $HOROVOD_BUILD"
     rm -rf "$ENV_DIR"
@@ -138,14 +177,9 @@ build_environment() {
     local requirements=()
     for file in "${REQUIREMENT_FILES[@]}"; do requirements+=(-r "$file"); done
     pip_quietly "${pip[@]}" install -q -c "$ROOT/constraints.txt" "${requirements[@]}" >&2
-    log "compiling Horovod against TensorFlow (about 3 minutes on 2 cores)"
-    (
-        export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
-        if [ $WITH_MPI = 1 ]; then export HOROVOD_WITH_MPI=1; else export HOROVOD_WITHOUT_MPI=1; fi
-        export MAKEFLAGS="-j$(nproc)"
-        pip_quietly "${pip[@]}" install -q --no-build-isolation --no-cache-dir \
-            -c "$ROOT/constraints.txt" -r "$ROOT/requirements/horovod.txt" >&2
-    )
+    build_horovod_wheel
+    log "installing Horovod from $(horovod_wheel)"
+    pip_quietly "${pip[@]}" install -q -c "$ROOT/constraints.txt" "$(horovod_wheel)" >&2
     "$ENV_DIR/bin/horovodrun" --check-build >&2
     echo "$VARIANT, $HOROVOD_BUILD" >"$ENV_DIR/.complete"
 }
@@ -161,6 +195,13 @@ else
     log "reusing $ENV_DIR: $(cat "$ENV_DIR/.complete")"
 fi
 flock -u 9
+if [ $HOROVOD_WHEEL = 1 ] && [ -z "$(horovod_wheel)" ]; then
+    # An environment built before the wheel cache existed: compile its wheel once from its TensorFlow
+    # (the installed Horovod stays as it is; other setups of this environment need not wait).
+    start=$(date +%s)
+    build_horovod_wheel
+    log "Horovod wheel kept in $WHEEL_DIR in $(( $(date +%s) - start )) s"
+fi
 "$ROOT/bin/build_kenlm.sh" "$ENV_DIR/bin/python" >/dev/null
 # The released DeepSpeech and Coqui STT clients the export tests run exported models in.
 "$ROOT/bin/setup_clients.sh" "$ENV_DIR/bin/python" >/dev/null
