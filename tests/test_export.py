@@ -233,22 +233,32 @@ def test_long_audio_is_split_at_the_longest_silences_first():
 
 
 @pytest.mark.fast
-def test_in_process_export_of_a_fresh_checkpoint_has_the_clients_inputs_outputs_and_metadata(tmp_path):
+def test_in_process_export_of_a_fresh_checkpoint_has_the_clients_inputs_outputs_and_metadata(tmp_path, capfd,
+                                                                                             monkeypatch):
     """The fast tier's export test (the tests above need a model trained to transcribe, and the clients):
-    one epoch of a tiny model in this process (the single-process seam), then .pb, .pbmm, .tflite and .zip."""
+    one epoch of a tiny model in this process (the single-process seam), then .pb, .pbmm, .tflite and .zip;
+    the export's log names the checkpoint once and holds back the TF Lite converter's alarming lines."""
     from tensorflow.python.eager import context
     from conftest import settings_from_args
     from deepspeech_training.checkpoints import check_writable
     from deepspeech_training.distributed import Single
     from deepspeech_training.export import INPUT_NAMES, METADATA_NAMES, OUTPUT_NAMES, export
     from deepspeech_training.trainer import Trainer
+    from deepspeech_training.util import logging
+    # no bars: progressbar2 hands sys.stdout back as it found it at import, which is not capfd's
+    monkeypatch.setitem(logging._state, 'show_progressbar', False)
     settings, flags_text, (train_records, _, _) = settings_from_args(
         *tiny_model_flags(tmp_path, 16), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 1, '--load_evaluate', 'last',
         '--export_dir', tmp_path / 'export', '--export_zip')
     with context.graph_mode():
         check_writable(settings.checkpoints.save_dir, 'checkpoints')
         Trainer(Single(), settings, train_records, {}).run(flags_text)
+        capfd.readouterr()
         export(settings)
+    out, err = capfd.readouterr()
+    assert (out + err).count('Loaded most recent checkpoint') == 1, out + err
+    assert 'Unsupported data type' not in err and 'Non-Converted Ops' not in err, err
+    assert 'TF Lite conversion done' in out
     nodes = {node.name for node in read_graph(tmp_path / 'export' / 'output_graph.pb').node}
     assert set(INPUT_NAMES + OUTPUT_NAMES + METADATA_NAMES) <= nodes
     assert (tmp_path / 'export' / 'output_graph.tflite').read_bytes()[4:8] == b'TFL3'

@@ -215,7 +215,7 @@ class Checkpointer:
     def is_chief(self):
         return self.dist.is_chief
 
-    def _load_first(self, session, methods, drop_source_layers=0, load_cudnn=False):
+    def _load_first(self, session, methods, drop_source_layers=0, load_cudnn=False, announce=True):
         if not self.is_chief:
             session.run(self.initializer)
             return 'broadcast from rank 0'
@@ -228,8 +228,9 @@ class Checkpointer:
             if path:
                 session.run(self.initializer)
                 restore(session, path, drop_source_layers, load_cudnn=load_cudnn)
-                log_info('Loaded {} checkpoint {}'.format('best validation' if method == 'best' else 'most recent',
-                                                          path))
+                if announce:
+                    log_info('Loaded {} checkpoint {}'.format('best validation' if method == 'best' else 'most recent',
+                                                              path))
                 return path
         raise CheckpointError('no {} checkpoint in {} (use --load_train init to start from scratch, or set '
                               '--load_checkpoint_dir)'.format(' or '.join(methods), self.load_dir))
@@ -238,9 +239,10 @@ class Checkpointer:
         methods = {'auto': ['last', 'best', 'init']}.get(method, [method])
         return self._load_first(session, methods, drop_source_layers, load_cudnn)
 
-    def load_for_evaluation(self, session, method):
+    def load_for_evaluation(self, session, method, announce=True):
+        """Load the checkpoint `method` picks; log which unless not `announce` (it was said already)."""
         methods = {'auto': ['best', 'last']}.get(method, [method])
-        return self._load_first(session, methods)
+        return self._load_first(session, methods, announce=announce)
 
     def reload_best(self, session):
         """Back to the best_dev weights and optimizer state; global_step goes on counting."""

@@ -10,8 +10,11 @@ Files: <name>.pb, a frozen GraphDef in the ops and dtypes the deepspeech 0.9.3 c
 runtime carries (BlockLSTM for the LSTM); <name>.pbmm, the same graph with its weights memory-mapped
 (export/memmapped.py); <name>.tflite for deepspeech-tflite 0.9.3 and Coqui stt 1.4.0 (export/tflite_compat.py).
 """
+import contextlib
 import json
 import os
+import sys
+import tempfile
 import zipfile
 
 import tensorflow as tf
@@ -22,6 +25,8 @@ from ..data.feeding import audio_to_features
 from ..distributed import Single
 from ..model import create_model, fused_lstm, unrolled_lstm
 from ..util.atomic import atomic_write
+from absl import logging as absl_logging
+
 from ..util.logging import log_info
 from .memmapped import memmapped
 from .tflite_compat import for_released_clients
@@ -64,15 +69,16 @@ def add_metadata(config, beam_width):
     tf.constant([config.alphabet.Serialize()], name='metadata_alphabet')
 
 
-def frozen_graph(settings, tflite=False):
-    """The inference graph with the --load_evaluate checkpoint's values as constants."""
+def frozen_graph(settings, tflite=False, announce=True):
+    """The inference graph with the --load_evaluate checkpoint's values as constants (the checkpoint
+    named in the log unless not `announce`)."""
     tfv1.reset_default_graph()
     create_inference_graph(settings.model, n_steps=settings.export.n_steps, tflite=tflite)
     add_metadata(settings.model, settings.export.export_beam_width)
     checkpoints = settings.checkpoints
     checkpointer = Checkpointer(checkpoints.load_dir, checkpoints.save_dir, 1, Single())
     with tfv1.Session() as session:
-        checkpointer.load_for_evaluation(session, checkpoints.load_evaluate)
+        checkpointer.load_for_evaluation(session, checkpoints.load_evaluate, announce=announce)
         frozen = tfv1.graph_util.convert_variables_to_constants(
             session, session.graph.as_graph_def(), OUTPUT_NAMES + METADATA_NAMES)
     return tfv1.graph_util.extract_sub_graph(frozen, OUTPUT_NAMES + METADATA_NAMES)
@@ -90,7 +96,8 @@ def export(settings):
     log_info('Exported model to {0}.pb and {0}.pbmm'.format(base))
     files = [base + '.pb', base + '.pbmm']
     if options.export_tflite or options.export_zip:
-        write_atomically(base + '.tflite', to_tflite(frozen_graph(settings, tflite=True), options.export_quantize))
+        write_atomically(base + '.tflite', to_tflite(frozen_graph(settings, tflite=True, announce=False),
+                                                     options.export_quantize))
         log_info('Exported TensorFlow Lite model to {}.tflite{}'.format(
             base, ' (quantised)' if options.export_quantize else ''))
         files.append(base + '.tflite')
@@ -113,7 +120,37 @@ def to_tflite(frozen, quantize):
         converter.allow_custom_ops = True
         if quantize:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        return for_released_clients(converter.convert())
+        with converter_log_held():
+            converted = converter.convert()
+    log_info("TF Lite conversion done: AudioSpectrogram and Mfcc kept as the custom ops the released TF Lite "
+             "clients carry; the converter's op statistics and 'Unsupported data type' (the metadata_alphabet "
+             "string) are expected and not shown")
+    return for_released_clients(converted)
+
+
+@contextlib.contextmanager
+def converter_log_held():
+    """The TF Lite converter's log (file descriptor 2: its C++ warnings, an "E ... Unsupported data type" for
+    the string constant, the op statistics, absl infos) held in a temporary file: on success it reads like
+    failures and is dropped; if the conversion fails it is written to stderr before the error."""
+    sys.stderr.flush()
+    saved, verbosity, failed = os.dup(2), absl_logging.get_verbosity(), False
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        absl_logging.set_verbosity(absl_logging.WARNING)
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            absl_logging.set_verbosity(verbosity)
+            if failed:
+                held.seek(0)
+                os.write(2, held.read())
 
 
 def package(base, files, settings):
