@@ -21,24 +21,40 @@ from .trainer import Interrupted, Trainer
 from .util import logging
 
 
-def read_set(csv_paths, config, limit, reverse, kind):
-    records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse)
+def read_set(csv_paths, config, limit, reverse, kind, skipped=None):
+    before = len(skipped or [])
+    records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse, skipped=skipped)
     if not records:
-        raise DataError(['{}: no samples in {}'.format(kind, ', '.join(csv_paths))])
+        left_out = len(skipped or []) - before
+        raise DataError(['{}: no samples in {}{}'.format(
+            kind, ', '.join(csv_paths), ' (--skip_invalid_samples left out all {}: transcripts the alphabet cannot '
+            'encode; run without it to list them)'.format(left_out) if left_out else '')])
     return records      # their audio is checked by validate_input(), all sets at once
 
 
-def read_input(config):
-    """(train records, dev sets, test sets) as the flags ask ({csv: records}; None when not asked)."""
+def read_input(config, skipped=None):
+    """(train records, dev sets, test sets) as the flags ask ({csv: records}; None when not asked). With a
+    list as `skipped` (--skip_invalid_samples), samples whose transcript the alphabet cannot encode are left
+    out and their problems appended there."""
     train_records = dev_sets = test_sets = None
     if FLAGS.train_files:
-        train_records = read_set(split_files(FLAGS.train_files), config, FLAGS.limit_train, FLAGS.reverse_train, 'train')
-        dev_sets = {p: read_set([p], config, FLAGS.limit_dev, FLAGS.reverse_dev, 'dev')
+        train_records = read_set(split_files(FLAGS.train_files), config, FLAGS.limit_train, FLAGS.reverse_train,
+                                 'train', skipped)
+        dev_sets = {p: read_set([p], config, FLAGS.limit_dev, FLAGS.reverse_dev, 'dev', skipped)
                     for p in split_files(FLAGS.dev_files)}
     if FLAGS.test_files:
-        test_sets = {p: read_set([p], config, FLAGS.limit_test, FLAGS.reverse_test, 'test')
+        test_sets = {p: read_set([p], config, FLAGS.limit_test, FLAGS.reverse_test, 'test', skipped)
                      for p in split_files(FLAGS.test_files)}
     return train_records, dev_sets, test_sets
+
+
+def log_skipped_transcripts(skipped, examples=5):
+    """--skip_invalid_samples' summary of the samples left out for their transcripts (the audio check
+    gives its own)."""
+    skipped = list(dict.fromkeys(skipped))      # a CSV given as two sets is listed once
+    logging.log_warn('--skip_invalid_samples: skipping {} sample(s) whose transcript the alphabet cannot encode '
+                     '(or is empty). The first {}:\n{}'.format(len(skipped), min(examples, len(skipped)),
+                                                               '\n'.join('  ' + p for p in skipped[:examples])))
 
 
 def make_decoder(settings):
@@ -66,8 +82,12 @@ def main(_):
     try:
         # All input is read and checked before any graph is built or file written: every sample's audio
         # (header only), the same outcome on every rank, before any collective.
-        train_records, dev_sets, test_sets = validate_input(dist.before_sync(), settings.model,
-                                                            *read_input(settings.model), FLAGS.skip_invalid_samples)
+        skipped = [] if FLAGS.skip_invalid_samples else None
+        sets = read_input(settings.model, skipped)
+        if skipped and dist.is_chief:
+            log_skipped_transcripts(skipped)
+        train_records, dev_sets, test_sets = validate_input(dist.before_sync(), settings.model, *sets,
+                                                            FLAGS.skip_invalid_samples)
         decoder = make_decoder(settings)
         if train_records and dist.is_chief:
             check_writable(settings.checkpoints.save_dir, 'checkpoints')

@@ -168,9 +168,10 @@ def create_flags():
                           '--augment "tempo[p=0.5,factor=1~0.1]" --augment frequency_mask[n=2]')
 
     # Validation
-    f.DEFINE_boolean('skip_invalid_samples', False, 'leave out samples whose audio fails the check before '
-                     'training (missing, unreadable, corrupt, wrong rate or channels, too short for the '
-                     'transcript) and log a summary, instead of stopping with the list of them')
+    f.DEFINE_boolean('skip_invalid_samples', False, 'leave out samples whose transcript has characters outside '
+                     'the alphabet (or is empty) or whose audio fails the check before training (missing, '
+                     'unreadable, corrupt, wrong rate or channels, too short for the transcript) and log a '
+                     'summary, instead of stopping with the list of them (a malformed CSV row still stops)')
 
     # Logging, summaries, progress
     f.DEFINE_string('summary_dir', '', 'TensorBoard summaries go here (default: '

@@ -60,9 +60,11 @@ class DataError(ValueError):
         super().__init__('\n'.join(lines))
 
 
-def read_csv(csv_path, alphabet):
+def read_csv(csv_path, alphabet, skipped=None):
     """All records of one CSV; raises DataError listing every malformed row. With `alphabet` None the
-    transcripts are not read (an unlabeled set: the column may be missing)."""
+    transcripts are not read (an unlabeled set: the column may be missing). With a list as `skipped`, a
+    sample whose transcript the alphabet cannot encode (or an empty one) is left out and its problem
+    appended there instead (--skip_invalid_samples)."""
     records, problems = [], []
     columns = CSV_COLUMNS if alphabet else CSV_COLUMNS[:2]
     base = os.path.dirname(os.path.abspath(csv_path))
@@ -81,7 +83,7 @@ def read_csv(csv_path, alphabet):
                                                                ','.join(CSV_COLUMNS))])
             for row in reader:
                 line = reader.line_num
-                record = _record_from_row(row, csv_path, line, base, alphabet, columns, problems)
+                record = _record_from_row(row, csv_path, line, base, alphabet, columns, problems, skipped)
                 if record:
                     records.append(record)
     except UnicodeDecodeError as error:
@@ -105,7 +107,7 @@ def _utf8_problems(csv_path, error):
     return problems or ['{}: not valid UTF-8 ({}); {}'.format(csv_path, error, fix)]
 
 
-def _record_from_row(row, csv_path, line, base, alphabet, columns, problems):
+def _record_from_row(row, csv_path, line, base, alphabet, columns, problems, skipped=None):
     where = '{}: line {}'.format(csv_path, line)
     if None in row or any(row[c] is None for c in columns):
         problems.append('{}: expected {} fields (quote transcripts that contain commas)'
@@ -121,7 +123,7 @@ def _record_from_row(row, csv_path, line, base, alphabet, columns, problems):
     try:
         transcript, labels = _labels(alphabet, row['transcript'] if alphabet else None)
     except TranscriptError as error:
-        problems.append('{}: {}: {}'.format(where, wav, error))
+        (problems if skipped is None else skipped).append('{}: {}: {}'.format(where, wav, error))
         return None
     return SampleRecord(_resolve(base, wav), filesize, transcript, labels, csv_path, line)
 
@@ -134,13 +136,13 @@ def _labels(alphabet, transcript):
     return transcript, tuple(transcript_to_labels(alphabet, transcript))
 
 
-def _contained_record(path, number, offset, length, size, transcript, alphabet, problems):
+def _contained_record(path, number, offset, length, size, transcript, alphabet, problems, skipped=None):
     """The record of sample `number` of a .sdb or tar shard (`length` bytes at `offset`), or None with its
-    problem appended."""
+    problem appended (to `skipped` if a list is given: a transcript problem is then not an error)."""
     try:
         transcript, labels = _labels(alphabet, transcript)
     except TranscriptError as error:
-        problems.append('{}: {}'.format(sample_where(path, number, offset), error))
+        (problems if skipped is None else skipped).append('{}: {}'.format(sample_where(path, number, offset), error))
         return None
     return SampleRecord(path, size, transcript, labels, path, number, offset, length)
 
@@ -183,7 +185,7 @@ def binary_kind(path, sniff=4096):
     return ''
 
 
-def read_sdb(path, alphabet):
+def read_sdb(path, alphabet, skipped=None):
     """All records of one sample database: its index, and of each entry its lengths, transcript and Opus
     header, in small positioned reads (the audio is read later, and only by the rank that trains on it);
     raises DataError listing every transcript the alphabet cannot encode, or the first corrupt entry.
@@ -203,44 +205,44 @@ def read_sdb(path, alphabet):
                     except opus.OpusError as error:
                         raise sdb.SdbError(path, offset, 'sample {}: {}'.format(number, error)) from None
                 records.append(_contained_record(path, number, offset, entry.size, size, entry.transcript, alphabet,
-                                                 problems))
+                                                 problems, skipped))
     except sdb.SdbError as error:
         raise DataError([str(error)]) from None
     if problems:
         raise DataError(problems)
-    return records
+    return [r for r in records if r]
 
 
-def read_tar(path, alphabet):
+def read_tar(path, alphabet, skipped=None):
     """All records of one tar shard (tar_shards.py), transcripts checked as a CSV's."""
     try:
         samples = tar_shards.read_samples(path)
     except tar_shards.ShardError as error:
         raise DataError([str(error)]) from None
     problems = []
-    records = [_contained_record(path, number, offset, size, size, transcript, alphabet, problems)
+    records = [_contained_record(path, number, offset, size, size, transcript, alphabet, problems, skipped)
                for number, (_, offset, size, transcript) in enumerate(samples)]
     if problems:
         raise DataError(problems)
-    return records
+    return [r for r in records if r]
 
 
-def read_one(path, alphabet):
+def read_one(path, alphabet, skipped=None):
     if sdb.is_sdb(path):
-        return read_sdb(path, alphabet)
+        return read_sdb(path, alphabet, skipped)
     if byte_ranges.is_url(path) and not tar_shards.is_tar(path):
         raise DataError(['{}: only sample databases (.sdb) and tar shards (.tar) are read from a URL; a CSV and '
                          'its WAV files must be on a filesystem'.format(path)])
-    return read_tar(path, alphabet) if tar_shards.is_tar(path) else read_csv(path, alphabet)
+    return read_tar(path, alphabet, skipped) if tar_shards.is_tar(path) else read_csv(path, alphabet, skipped)
 
 
-def read_records(paths, alphabet):
+def read_records(paths, alphabet, skipped=None):
     """Records of CSV files, sample databases (.sdb) and tar shards (paths or patterns), in the order of
-    their files (`alphabet` None: unlabeled)."""
+    their files (`alphabet` None: unlabeled; `skipped`: as read_csv's)."""
     problems, records = [], []
     for path in tar_shards.expand_all(paths):
         try:
-            records.extend(read_one(path, alphabet))
+            records.extend(read_one(path, alphabet, skipped))
         except DataError as error:
             problems.extend(error.problems)
     if problems:
@@ -248,10 +250,11 @@ def read_records(paths, alphabet):
     return records
 
 
-def read_sources(paths, alphabet, limit=0, reverse=False):
+def read_sources(paths, alphabet, limit=0, reverse=False, skipped=None):
     """Records of several CSVs and sample databases merged, sorted by audio size (as DeepSpeech: similar
-    lengths batch together), shortest first unless `reverse`, cut to the first `limit` when limit > 0."""
-    records = read_records(paths, alphabet)
+    lengths batch together), shortest first unless `reverse`, cut to the first `limit` when limit > 0
+    (`skipped`: as read_csv's; samples are left out before the limit applies)."""
+    records = read_records(paths, alphabet, skipped)
     records.sort(key=lambda r: r.filesize, reverse=reverse)
     return records[:limit] if limit > 0 else records
 
