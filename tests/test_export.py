@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import zipfile
 
@@ -14,8 +15,8 @@ import pytest
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from conftest import (ALPHABET, OVERFIT_N_HIDDEN, ROOT, SMOKE_SINGLE_CSV, make_scorer, overfit_single_utterance,
-                      run_command, run_deepspeech, tiny_model_flags)
+from conftest import (ALPHABET, OVERFIT_N_HIDDEN, ROOT, SMOKE_SINGLE_CSV, deepspeech_command, make_scorer,
+                      overfit_single_utterance, run_command, run_deepspeech, tiny_model_flags)
 from deepspeech_training.evaluate import greedy_decode
 from tensorflow.core.util.memmapped_file_system_pb2 import MemmappedFileSystemDirectory
 from deepspeech_training.data.audio import read_audio
@@ -87,6 +88,20 @@ def stream(run_chunk, mfcc_of_window):
 
 def test_one_shot_infer_prints_the_transcript_after_overfitting(exported):
     assert exported[1] == 'good morning'
+
+
+def test_one_shot_infer_stdout_is_the_transcript_alone(exported):
+    """`DeepSpeech.py ... --one_shot_infer a.wav > out.txt` keeps the transcript alone: the log lines and the
+    progress bar (without a loss: there is no reference) go to stderr."""
+    command = deepspeech_command('--n_hidden', N_HIDDEN, '--checkpoint_dir', exported[0].parent / 'checkpoints',
+                                 '--load_evaluate', 'last', '--one_shot_infer', WAV, '--beam_width', GREEDY[0],
+                                 '--show_progressbar')
+    run = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1'), timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == 'good morning\n'
+    assert 'I Loaded most recent checkpoint' in run.stderr and 'Transcribing' in run.stderr
+    assert 'Loss' not in run.stderr
 
 
 def read_graph(path):

@@ -76,11 +76,12 @@ def score(result):
     return result
 
 
-def acoustic_outputs(session, iterator, forward):
+def acoustic_outputs(session, iterator, forward, show_loss=True):
     """Batch by batch, the (indices, probabilities, lengths, losses) of the real samples of this rank's
-    share of `iterator`'s set: what decoding needs of the acoustic model."""
+    share of `iterator`'s set: what decoding needs of the acoustic model (the bar without a loss if not
+    `show_loss`: files without a reference)."""
     fetches = {'probabilities': forward.probabilities, 'seq_length': forward.seq_length}
-    for values in set_steps(session, iterator, forward, fetches=fetches):
+    for values in set_steps(session, iterator, forward, fetches=fetches, show_loss=show_loss):
         real = values['weights'] > 0
         yield (values['indices'][real], values['probabilities'][real], values['seq_length'][real],
                values['losses'][real])
@@ -100,10 +101,10 @@ def decode_outputs(session, outputs, records, decoder, dist):
     return [score(SampleResult(records[i].audio_name, records[i].transcript, text, loss)) for i, text, loss in decoded]
 
 
-def decode_set(session, iterator, forward, decoder, dist):
+def decode_set(session, iterator, forward, decoder, dist, show_loss=True):
     """Every sample's SampleResult on the chief (sorted as the set), [] on the other ranks."""
-    return decode_outputs(session, acoustic_outputs(session, iterator, forward), iterator.input_set.records, decoder,
-                          dist)
+    return decode_outputs(session, acoustic_outputs(session, iterator, forward, show_loss),
+                          iterator.input_set.records, decoder, dist)
 
 
 def summarize(results):
@@ -184,4 +185,4 @@ def transcribe(settings, wav_paths, decoder):
     with create_session(single, settings.session) as session:
         checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate)
         iterators[0].restart(end_epoch=1)
-        return [r.res for r in decode_set(session, iterators[0], forward, decoder, single)]
+        return [r.res for r in decode_set(session, iterators[0], forward, decoder, single, show_loss=False)]

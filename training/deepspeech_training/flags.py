@@ -143,7 +143,8 @@ def create_flags():
                    'probability reaches this (1.0: no pruning)', lower_bound=0.0, upper_bound=1.0)
     f.DEFINE_integer('cutoff_top_n', 300, 'beam search: only consider this many most likely characters',
                      lower_bound=1)
-    f.DEFINE_string('one_shot_infer', '', 'transcribe this WAV file with the --load_evaluate checkpoint and exit')
+    f.DEFINE_string('one_shot_infer', '', 'transcribe this WAV file with the --load_evaluate checkpoint and exit; '
+                    'stdout is the transcript alone, the log goes to stderr')
 
     # Export
     f.DEFINE_string('export_dir', '', 'write a frozen inference graph (DeepSpeech 0.9 interface) here')

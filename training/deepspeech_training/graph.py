@@ -143,10 +143,12 @@ class LossTotals:
         return self.loss_sum / max(self.count, 1.0)
 
 
-def set_steps(session, iterator, forward, epoch=0, fetches=None, feed=None, first_batch=0, totals=None):
+def set_steps(session, iterator, forward, epoch=0, fetches=None, feed=None, first_batch=0, totals=None,
+              show_loss=True):
     """Run the batches of `iterator`'s set in `epoch` from `first_batch` on, yielding each step's fetched
     values (a dict with 'indices', 'weights', 'losses' and the `fetches`), which `totals` (LossTotals)
-    adds up for the progress bar and the caller."""
+    adds up for the progress bar (with the loss unless `show_loss` is False: a set without references)
+    and the caller."""
     if iterator.position != (epoch, first_batch):
         session.run(iterator.initializer, {iterator.epoch: epoch, iterator.first_batch: first_batch})
     iterator.position = None
@@ -154,7 +156,7 @@ def set_steps(session, iterator, forward, epoch=0, fetches=None, feed=None, firs
     feed = iterator.select(session, feed)
     totals = totals if totals is not None else LossTotals()
     n_batches = iterator.n_batches(epoch)
-    progress = Progress(iterator.name, n_batches)
+    progress = Progress(iterator.name, n_batches, show_loss=show_loss)
     for step in range(first_batch + 1, n_batches + 1):
         try:
             values = session.run(fetches, feed)
@@ -165,7 +167,7 @@ def set_steps(session, iterator, forward, epoch=0, fetches=None, feed=None, firs
             raise
         totals.add(values)
         yield values
-        progress.update(step, totals.mean)
+        progress.update(step, totals.mean if show_loss else None)
     progress.finish()
     iterator.position = (epoch + 1, 0) if endless(iterator.input_set.feature_cache) else None
 
