@@ -12,6 +12,7 @@ import zipfile
 
 import numpy as np
 import pytest
+import soundfile
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
@@ -227,8 +228,24 @@ def test_transcribe_prints_the_transcript_and_writes_its_log(exported, tmp_path)
                        '--checkpoint_dir', exported[0].parent / 'checkpoints', '--load_evaluate', 'last',
                        '--alphabet_config_path', ALPHABET])
     assert '{}: good morning'.format(wav) in run.output
-    [piece] = json.loads((tmp_path / 'utterance.wav.tlog').read_text())
+    # DeepSpeech 0.9's transcribe.py: the extension replaced (talk.wav -> talk.tlog)
+    assert not (tmp_path / 'utterance.wav.tlog').exists()
+    [piece] = json.loads((tmp_path / 'utterance.tlog').read_text())
     assert piece['transcript'] == 'good morning' and piece['start'] == 0.0
+
+
+@pytest.mark.fast
+def test_transcribe_warns_as_deepspeech_when_it_resamples_and_names_the_log_as_it(tmp_path, capsys):
+    from deepspeech_training.transcribe import read_resampled, tlog_path
+    audio, rate = soundfile.read(WAV, dtype='int16')
+    soundfile.write(str(tmp_path / 'talk.wav'), audio[::2], rate // 2, subtype='PCM_16')
+    resampled = read_resampled(str(tmp_path / 'talk.wav'), rate, True)
+    assert abs(len(resampled) - len(audio)) <= 2
+    assert ('W {}: original sample rate (8000) is different than 16000hz. Resampling might produce erratic speech '
+            'recognition.'.format(tmp_path / 'talk.wav')) in capsys.readouterr().err
+    read_resampled(WAV, rate, True)
+    assert 'original sample rate' not in capsys.readouterr().err
+    assert tlog_path(str(tmp_path / 'talk.wav')) == str(tmp_path / 'talk.tlog')
 
 
 def test_long_audio_is_split_at_the_longest_silences_first():

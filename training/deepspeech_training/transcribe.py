@@ -4,7 +4,9 @@ transcribe.py: long audio is split on silence, each piece decoded, the pieces jo
     deepspeech-transcribe --src talk.wav[,other.wav] --checkpoint_dir ... [--scorer_path kenlm.scorer]
     (in a checkout: python transcribe.py ...)
 
-Prints one line per file and writes <file>.tlog: JSON pieces with start/end seconds and transcript."""
+Prints one line per file and writes its transcription log beside it, named as DeepSpeech did (talk.wav ->
+talk.tlog): JSON pieces with start/end seconds and transcript. A file at another sample rate than the
+model's is resampled, with DeepSpeech's client's warning."""
 import json
 import os
 import tempfile
@@ -18,7 +20,7 @@ from .config import settings_from_flags
 from .data.audio import read_audio
 from .evaluate import transcribe
 from .flags import FLAGS, split_files
-from .util.logging import configure
+from .util.logging import configure, log_warn
 
 
 def pieces(audio, sample_rate, max_seconds, top_db):
@@ -39,6 +41,23 @@ def pieces(audio, sample_rate, max_seconds, top_db):
     return split(0, len(audio))
 
 
+def tlog_path(wav):
+    """Where the transcription log of `wav` goes: DeepSpeech 0.9's transcribe.py, the extension replaced."""
+    return os.path.splitext(wav)[0] + '.tlog'
+
+
+def read_resampled(wav, rate, normalize_sample_rate):
+    """read_audio(), warning as DeepSpeech's client did when the file's rate is not the model's."""
+    try:
+        file_rate = soundfile.info(wav).samplerate
+    except (RuntimeError, soundfile.LibsndfileError):
+        file_rate = rate                            # read_audio() says what is wrong with the file
+    if file_rate != rate and normalize_sample_rate:
+        log_warn('{}: original sample rate ({}) is different than {}hz. Resampling might produce erratic speech '
+                 'recognition.'.format(wav, file_rate, rate))
+    return read_audio(wav, rate, normalize_sample_rate)
+
+
 def transcribe_files(_):
     if not FLAGS.src:
         raise app.UsageError('give --src: WAV file(s), comma-separated')
@@ -49,7 +68,7 @@ def transcribe_files(_):
     with tempfile.TemporaryDirectory() as scratch:
         jobs = []
         for wav in split_files(FLAGS.src):
-            audio = read_audio(wav, rate, settings.model.normalize_sample_rate)
+            audio = read_resampled(wav, rate, settings.model.normalize_sample_rate)
             for number, (start, end) in enumerate(pieces(audio, rate, FLAGS.max_piece_seconds, FLAGS.silence_top_db)):
                 path = os.path.join(scratch, '{}-{}.wav'.format(len(jobs), number))
                 soundfile.write(path, audio[start:end], rate, subtype='PCM_16')
@@ -58,7 +77,7 @@ def transcribe_files(_):
     for wav in split_files(FLAGS.src):
         log = [{'start': start, 'end': end, 'transcript': text}
                for (source, start, end, _), text in zip(jobs, texts) if source == wav]
-        with open(wav + '.tlog', 'w') as out:
+        with open(tlog_path(wav), 'w') as out:
             json.dump(log, out, indent=2)
         print('{}: {}'.format(wav, ' '.join(piece['transcript'] for piece in log if piece['transcript'])))
 
