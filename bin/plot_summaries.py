@@ -8,11 +8,15 @@ import argparse
 import glob
 import math
 import os
+import sys
 from collections import defaultdict
 
 import matplotlib
 matplotlib.use('Agg')   # no screen needed
 import matplotlib.pyplot as plt  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
+from deepspeech_training.entry import quiet_tensorflow  # noqa: E402
+quiet_tensorflow('2')
 from matplotlib import ticker  # noqa: E402
 import tensorflow.compat.v1 as tfv1  # noqa: E402
 
@@ -85,6 +89,7 @@ def main():
     parser.add_argument('--summary_dir', required=True, help='the --summary_dir of a training run')
     parser.add_argument('--output', default='training.png', help='PNG file to write')
     args = parser.parse_args()
+    tfv1.get_logger().setLevel('ERROR')   # summary_iterator's deprecation notice
     plot(args.summary_dir, args.output)
 
 

@@ -202,9 +202,13 @@ def test_a_run_prints_none_of_tensorflows_cuda_and_tensorrt_import_noise(constan
     output = constant_rate_run[1]
     assert 'Finished training epoch 1 ' in output
     assert [line for line in output.splitlines() if any(word in line for word in TF_IMPORT_NOISE)] == []
-    for script in ('transcribe.py', 'lm_optimizer.py'):
-        output = run_as_user([sys.executable, os.path.join(ROOT, script), '--helpshort'], codes=(1,))  # absl's
+    summaries, plot = constant_rate_run[0], constant_rate_run[0].parent / 'quiet.png'
+    for command, codes in ((['transcribe.py', '--helpshort'], (1,)), (['lm_optimizer.py', '--helpshort'], (1,)),
+                           (['bin/data_set_tool.py', '--help'], (0,)),
+                           (['bin/plot_summaries.py', '--summary_dir', summaries, '--output', plot], (0,))):
+        output = run_as_user([sys.executable, os.path.join(ROOT, command[0])] + command[1:], codes=codes)
         assert [line for line in output.splitlines() if any(word in line for word in TF_IMPORT_NOISE)] == []
+    assert output == 'wrote {}\n'.format(plot)     # plot_summaries says that alone
 
 
 @pytest.mark.fast

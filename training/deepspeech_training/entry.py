@@ -13,9 +13,9 @@ IMPORT_NOISE = re.compile(r'Unable to register (cuDNN|cuFFT|cuBLAS) factory: Att
                           r'plugin \w+ when one has already been registered|TF-TRT Warning: Could not find TensorRT')
 
 
-def _quiet_tensorflow(default):
+def quiet_tensorflow(default):
     """TF_CPP_MIN_LOG_LEVEL from --log_level=N (the training flag), else `default`; a value already in
-    the environment wins. Then import TensorFlow without its known import-time noise (IMPORT_NOISE)."""
+    the environment wins. Then import TensorFlow (the tools in bin/ that import it call this too) without its known import-time noise (IMPORT_NOISE)."""
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', next(
         (a.split('=', 1)[1] for a in sys.argv if a.startswith('--log_level=')), default))
     import_tensorflow_quietly()
@@ -52,18 +52,18 @@ def import_tensorflow_quietly():
 
 def train():
     """deepspeech-train: train, test, export (DeepSpeech.py's flags); infos from TensorFlow are hidden."""
-    _quiet_tensorflow('1')
+    quiet_tensorflow('1')
     from .cli import run_script
     run_script()
 
 
 def transcribe():
-    _quiet_tensorflow('2')
+    quiet_tensorflow('2')
     from .transcribe import main
     main()
 
 
 def lm_optimizer():
-    _quiet_tensorflow('2')
+    quiet_tensorflow('2')
     from .lm_optimizer import main
     main()
