@@ -15,7 +15,8 @@ IMPORT_NOISE = re.compile(r'Unable to register (cuDNN|cuFFT|cuBLAS) factory: Att
 
 def quiet_tensorflow(default):
     """TF_CPP_MIN_LOG_LEVEL from --log_level=N (the training flag), else `default`; a value already in
-    the environment wins. Then import TensorFlow (the tools in bin/ that import it call this too) without its known import-time noise (IMPORT_NOISE)."""
+    the environment wins. Then import TensorFlow without its known import-time noise (IMPORT_NOISE). The
+    tools in bin/ that import TensorFlow call this too."""
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', next(
         (a.split('=', 1)[1] for a in sys.argv if a.startswith('--log_level=')), default))
     import_tensorflow_quietly()
@@ -29,7 +30,11 @@ def import_tensorflow_quietly():
         import tensorflow  # noqa: F401
         return
     sys.stderr.flush()
-    stderr_copy = os.dup(2)
+    try:
+        stderr_copy = os.dup(2)
+    except OSError:     # no stderr to filter
+        import tensorflow  # noqa: F401
+        return
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)
     os.close(write_end)
@@ -38,7 +43,8 @@ def import_tensorflow_quietly():
         with os.fdopen(read_end, 'rb') as lines:
             for line in lines:
                 if not IMPORT_NOISE.search(line.decode('utf-8', 'replace')):
-                    os.write(stderr_copy, line)
+                    while line:
+                        line = line[os.write(stderr_copy, line):]
     forwarder = threading.Thread(target=forward, daemon=True)
     forwarder.start()
     try:
@@ -46,8 +52,9 @@ def import_tensorflow_quietly():
     finally:
         sys.stderr.flush()
         os.dup2(stderr_copy, 2)     # closes the pipe's last write end: the forwarder reads to its end
-        forwarder.join()
-        os.close(stderr_copy)
+        forwarder.join(timeout=10)  # unless a process started meanwhile holds one: it forwards on then
+        if not forwarder.is_alive():
+            os.close(stderr_copy)
 
 
 def train():
