@@ -19,6 +19,8 @@ import sys
 from multiprocessing import Pool
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
+from deepspeech_training.entry import quiet_tensorflow  # noqa: E402
+quiet_tensorflow('2')
 from deepspeech_training.config import N_CONTEXT, N_INPUT, Config  # noqa: E402
 from deepspeech_training.data import convert, sdb, tar_shards  # noqa: E402
 from deepspeech_training.data.audio import RecordAudio  # noqa: E402

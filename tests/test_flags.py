@@ -1,7 +1,10 @@
 """Bad flags fail at once, with a message that says what to do, and before anything is written."""
+import os
+import sys
+
 import pytest
 
-from conftest import SMOKE_CSV, run_deepspeech
+from conftest import ROOT, SMOKE_CSV, run_command, run_deepspeech
 
 
 @pytest.mark.parametrize('args, message', [
@@ -28,3 +31,17 @@ def test_bad_csv_row_stops_before_any_checkpoint_or_summary(tmp_path):
     assert result.returncode == 1
     assert "bad.csv: line 2: missing.wav: characters not in the alphabet: 'H' 'W'" in result.output
     assert not (tmp_path / 'ckpt').exists() and not (tmp_path / 'summaries').exists()
+
+
+@pytest.mark.parametrize('script, help_flag, listed', [
+    ('DeepSpeech.py', '--helpshort', ['--train_files', '--n_hidden', '--epochs', '--[no]early_stop']),
+    ('DeepSpeech.py', '--help', ['--train_files', '--checkpoint_dir', '--export_dir']),
+    ('transcribe.py', '--helpshort', ['--src', '--checkpoint_dir', '--scorer_path']),
+    ('lm_optimizer.py', '--helpshort', ['--n_trials', '--test_files']),
+])
+def test_short_help_lists_the_tools_flags(script, help_flag, listed):
+    """As DeepSpeech 0.9's did; absl's flag errors point to --helpshort."""
+    output = run_command([sys.executable, os.path.join(ROOT, script), help_flag], check=False).output
+    for flag in listed:
+        assert '\n  {}:'.format(flag) in output, flag
+    assert '--log_dir' not in output        # absl's own flags stay for --helpfull

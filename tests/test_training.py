@@ -2,7 +2,13 @@
 import glob
 import json
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -167,3 +173,120 @@ def test_plot_summaries_draws_the_run(resumed_run, tmp_path):
     from plot_summaries import read_scalars
     train = read_scalars(str(summaries / 'train'))
     assert [step for step, _ in train['loss']] == [3, 6, 9]   # one point per epoch, over both runs
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a user sees of a run's output and summaries (issue 37: items 1, 8, 11)
+TF_IMPORT_NOISE = ('Unable to register cuDNN', 'Unable to register cuFFT', 'Unable to register cuBLAS', 'TensorRT')
+
+
+def run_as_user(command, timeout=300, codes=(0,)):
+    """`command` with the environment a user has: no TF_CPP_MIN_LOG_LEVEL (run_command sets one)."""
+    env = {name: value for name, value in os.environ.items() if name != 'TF_CPP_MIN_LOG_LEVEL'}
+    run = subprocess.run([str(c) for c in command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+    assert run.returncode in codes, run.stdout[-5000:]
+    return run.stdout
+
+
+@pytest.fixture(scope='module')
+def constant_rate_run(tmp_path_factory):
+    """Two epochs with validation at the default, constant learning rate, started as a user starts it."""
+    tmp_path = tmp_path_factory.mktemp('constant_rate')
+    output = run_as_user(deepspeech_command(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_CSV,
+                                            '--dev_files', SMOKE_CSV, '--epochs', 2))
+    return tmp_path / 'summaries', output
+
+
+def test_a_run_prints_none_of_tensorflows_cuda_and_tensorrt_import_noise(constant_rate_run):
+    output = constant_rate_run[1]
+    assert 'Finished training epoch 1 ' in output
+    assert [line for line in output.splitlines() if any(word in line for word in TF_IMPORT_NOISE)] == []
+    summaries, plot = constant_rate_run[0], constant_rate_run[0].parent / 'quiet.png'
+    for command, codes in ((['transcribe.py', '--helpshort'], (1,)), (['lm_optimizer.py', '--helpshort'], (1,)),
+                           (['bin/data_set_tool.py', '--help'], (0,)),
+                           (['bin/plot_summaries.py', '--summary_dir', summaries, '--output', plot], (0,))):
+        output = run_as_user([sys.executable, os.path.join(ROOT, command[0])] + command[1:], codes=codes)
+        assert [line for line in output.splitlines() if any(word in line for word in TF_IMPORT_NOISE)] == []
+    assert output == 'wrote {}\n'.format(plot)     # plot_summaries says that alone
+
+
+@pytest.mark.fast
+def test_import_noise_filter_passes_every_other_line_on(tmp_path):
+    """A stand-in tensorflow package writing the noise, a real error and a Python warning to stderr."""
+    (tmp_path / 'tensorflow').mkdir()
+    (tmp_path / 'tensorflow' / '__init__.py').write_text(
+        'import os, sys\n'
+        'os.write(2, b"E cuda_dnn.cc:9261] Unable to register cuDNN factory: Attempting to register factory for '
+        'plugin cuDNN when one has already been registered\\n")\n'
+        'os.write(2, b"E some_op.cc:1] a real error\\n")\n'
+        'os.write(2, b"W py_utils.cc:38] TF-TRT Warning: Could not find TensorRT\\n")\n'
+        'print("a Python warning", file=sys.stderr)\n')
+    code = ('import sys; sys.path[:0] = [{!r}, {!r}]; from deepspeech_training import entry; '
+            'entry.import_tensorflow_quietly(); print("after", file=sys.stderr)'
+            .format(str(tmp_path), os.path.join(ROOT, 'training')))
+    env = {name: value for name, value in os.environ.items() if name != 'TF_CPP_MIN_LOG_LEVEL'}
+    run = subprocess.run([sys.executable, '-c', code], env=env, stderr=subprocess.PIPE, universal_newlines=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines() == ['E some_op.cc:1] a real error', 'a Python warning', 'after']
+    run = subprocess.run([sys.executable, '-c', code], env=dict(env, TF_CPP_MIN_LOG_LEVEL='0'),
+                         stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert len(run.stderr.splitlines()) == 5     # a user asking for every line gets every line
+
+
+def test_tensorboard_of_the_environment_serves_a_runs_summaries(constant_rate_run):
+    """README: `$(dirname $PY)/tensorboard --logdir my/summaries` (TensorBoard comes with the environment)."""
+    summaries = constant_rate_run[0]
+    with socket.socket() as probe:
+        probe.bind(('localhost', 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), 'tensorboard'), '--logdir',
+                               str(summaries), '--host', 'localhost', '--port', str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, runs = time.time() + 90, None
+        while time.time() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen('http://localhost:{}/data/runs'.format(port), timeout=5) as reply:
+                    runs = json.loads(reply.read())
+                if {'train', 'dev'} <= set(runs):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        assert server.poll() is None, server.communicate()[0].decode()[-3000:]
+        assert {'train', 'dev'} <= set(runs or ())
+        url = 'http://localhost:{}/data/plugin/scalars/scalars?run=train&tag=loss'.format(port)
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            assert [step for _, step, _ in json.loads(reply.read())] == [3, 6]
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.communicate()
+
+
+def visible_y_labels(axes):
+    low, high = axes.get_ylim()
+    return [label.get_text() for label in axes.get_yticklabels() + axes.get_yticklabels(minor=True)
+            if label.get_text() and low <= label.get_position()[1] <= high]
+
+
+def test_plot_labels_the_loss_axis_in_plain_numbers_and_names_a_constant_rate(constant_rate_run, tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, 'bin'))
+    from plot_summaries import plot
+    figure = plot(str(constant_rate_run[0]), str(tmp_path / 'run.png'))
+    figure.canvas.draw()
+    [losses] = figure.axes              # no empty learning-rate panel
+    assert losses.get_title() == 'effective learning rate 0.001 throughout'
+    labels = visible_y_labels(losses)
+    assert len(labels) >= 4 and all(re.fullmatch(r'\d+(\.\d+)?', label) for label in labels), labels
+
+
+def test_plot_keeps_the_learning_rate_panel_when_the_rate_changed(resumed_run, tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, 'bin'))
+    from plot_summaries import plot
+    figure = plot(str(resumed_run[0].parent / 'summaries'), str(tmp_path / 'run.png'))
+    figure.canvas.draw()
+    losses, rates = figure.axes        # 0.001, then 0 on the resumed run
+    assert rates.get_ylabel() == 'effective learning rate'
+    assert len(visible_y_labels(losses)) >= 4

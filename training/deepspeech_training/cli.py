@@ -15,7 +15,7 @@ from .data.samples import DataError, read_sources
 from .data.validation import validate_input
 from .evaluate import Decoder, test, transcribe
 from .export import export
-from .flags import FLAGS, alphabet_path, create_flags, split_files
+from .flags import FLAGS, alphabet_path, create_flags, list_in_short_help, split_files
 from .scorer import ScorerError, load_scorer
 from .trainer import Interrupted, Trainer
 from .util import logging
@@ -117,4 +117,5 @@ def run_script(entry=None):
     tfv1.disable_eager_execution()
     tf.get_logger().setLevel('ERROR')   # TensorFlow's Python deprecation notices drown our log
     create_flags()
+    list_in_short_help(sys.argv[0])
     app.run(entry or main)

@@ -31,6 +31,16 @@ def alphabet_path(path):
     return path
 
 
+def list_in_short_help(main_module):
+    """Make `--helpshort` and `--help` of the tool started as `main_module` (sys.argv[0], which absl's short
+    help lists the key flags of) list this package's flags, as DeepSpeech 0.9's did, instead of none and
+    "Try --helpfull" (absl's other modules' flags stay for --helpfull)."""
+    for module, module_flags in FLAGS.flags_by_module_dict().items():
+        if module.split('.')[0] == __name__.split('.')[0]:
+            for flag in module_flags:
+                FLAGS.register_key_flag_for_module(main_module, flag)
+
+
 def create_flags():
     """Define every flag (idempotent, so tests may import several entry points)."""
     if 'train_files' in FLAGS:
