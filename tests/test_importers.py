@@ -257,3 +257,65 @@ def test_normalisation_touches_only_what_the_alphabet_lacks(tmp_path):
     cased = tmp_path / 'cased.txt'
     cased.write_text(''.join(c + '\n' for c in ' abcdeéfghijklmnopqrstuvwxyzABCDEÉ'), encoding='utf-8')
     assert normalize_transcript(load_alphabet(str(cased)), 'Été, Ève!') == 'Été Eve'
+
+
+def sox(*args):
+    subprocess.run(['sox'] + [str(a) for a in args], check=True)
+
+
+def check_rerun_and_wrong_folder(script, folder, converted, wrong_folder, message, *args):
+    """A rerun of `script` on `folder` reuses all `converted` WAVs and rewrites the CSVs unchanged; run on
+    `wrong_folder`, it fails with one error line containing `message` (the download URL, the fix)."""
+    before = snapshot(folder)
+    _, output = run_importer(script, folder, *args)
+    assert conversions(output) == (0, converted, 0) and snapshot(folder) == before
+    status, output = run_importer(script, wrong_folder, check=False)
+    assert status == 1 and message in output, output
+
+
+needs_sox = pytest.mark.skipif(shutil.which('sox') is None, reason='needs sox (apt-get install sox)')
+
+
+@needs_tools
+@needs_sox
+def test_ted(tmp_path):
+    """TED-LIUM release 2: whole talks as 16 kHz .sph, cut into segments by the .stm times."""
+    release = tmp_path / 'TEDLIUM_release2'
+    parts = {'train': [('AlGore_2006', ['hello world', 'it is a nice day', 'good morning', 'the cat sat'])],
+             'dev': [('BillGates_2010', ['where is the dog'])], 'test': []}
+    jobs = [(str(tmp_path / 'parts' / '{}-{}.wav'.format(talk, i)), text, ['-ar', '16000'])
+            for talks in parts.values() for talk, texts in talks for i, text in enumerate(texts)]
+    speak(jobs)
+    transcripts = {'hello world': 'hello world', 'it is a nice day': "it 's a nice day",
+                   'good morning': 'ignore_time_segment_in_scoring', 'the cat sat': 'the <unk> sat',
+                   'where is the dog': 'where is the dog'}
+    for name, talks in parts.items():
+        (release / name / 'stm').mkdir(parents=True)
+        (release / name / 'sph').mkdir(parents=True)
+        for talk, texts in talks:
+            pieces = [tmp_path / 'parts' / '{}-{}.wav'.format(talk, i) for i in range(len(texts))]
+            sox(*pieces, release / name / 'sph' / (talk + '.sph'))
+            lines, start = [], 0.0
+            for piece, text in zip(pieces, texts):
+                end = start + soundfile.info(str(piece)).duration
+                lines.append('{} 1 {} {:.2f} {:.2f} <o,f0,male> {}\n'.format(talk, talk, start, end, transcripts[text]))
+                start = end
+            (release / name / 'stm' / (talk + '.stm')).write_text(''.join(lines), encoding='utf-8')
+
+    _, output = run_importer('import_ted.py', tmp_path)
+    assert conversions(output) == (3, 0, 0)
+    train = csv_rows(str(tmp_path / 'ted-train.csv'))
+    assert [text for _, text in train] == ['hello world', "it's a nice day"]
+    assert re.fullmatch(r'TEDLIUM_release2/train/wav/AlGore_2006-0\.00-\d+\.\d\d\.wav', train[0][0])
+    assert soundfile.info(str(tmp_path / train[0][0])).duration == pytest.approx(
+        soundfile.info(str(tmp_path / 'parts' / 'AlGore_2006-0.wav')).duration, abs=0.02)
+    dev = csv_rows(str(tmp_path / 'ted-dev.csv'))
+    assert len(dev) == 1 and dev[0][0].startswith('TEDLIUM_release2/dev/wav/BillGates_2010-0.00-')
+    assert dev[0][1] == 'where is the dog'
+    assert csv_rows(str(tmp_path / 'ted-test.csv')) == []
+    assert drop_counts(output, tmp_path / 'ted-train.csv') == {'unknown word <unk>': 1}
+    assert os.path.isfile(str(release / 'train' / 'sph' / 'AlGore_2006.sph'))
+
+    check_rerun_and_wrong_folder('import_ted.py', tmp_path, 3, tmp_path / 'parts',
+                                 'download http://www.openslr.org/resources/19/TEDLIUM_release2.tar.gz')
+
