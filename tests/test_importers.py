@@ -319,3 +319,34 @@ def test_ted(tmp_path):
     check_rerun_and_wrong_folder('import_ted.py', tmp_path, 3, tmp_path / 'parts',
                                  'download http://www.openslr.org/resources/19/TEDLIUM_release2.tar.gz')
 
+
+@needs_tools
+@needs_sox
+def test_timit(tmp_path):
+    """TIMIT: NIST SPHERE .WAV files with .TXT transcripts giving sample ranges; SA sentences left out."""
+    timit = tmp_path / 'TIMIT'
+    sentences = {'TRAIN/DR1/FCJF0/SI1027': 'She had your dark suit in greasy wash water all year.',
+                 'TRAIN/DR1/FCJF0/SA1': 'Don\'t ask me to carry an oily rag like that.',
+                 'TRAIN/DR2/MKLS0/SX127': 'Cats, dogs; and birds!',
+                 'TEST/DR1/MDAB0/SX49': 'Where is the dog?', 'TEST/DR1/MDAB0/SX50': None}
+    speak([(str(tmp_path / 'raw' / (stem + '.wav')), text or 'no transcript', ['-ar', '16000'])
+           for stem, text in sentences.items()])
+    for stem, text in sentences.items():
+        (timit / stem).parent.mkdir(parents=True, exist_ok=True)
+        sox(tmp_path / 'raw' / (stem + '.wav'), '-t', 'sph', timit / (stem + '.WAV'))
+        if text:
+            (timit / (stem + '.TXT')).write_text('0 46797 {}\n'.format(text), encoding='latin-1')
+
+    _, output = run_importer('import_timit.py', tmp_path)
+    assert conversions(output) == (3, 0, 0)
+    train = csv_rows(str(timit / 'timit_train.csv'))
+    assert train == [('TRAIN/DR1/FCJF0/SI1027_rif.wav', 'she had your dark suit in greasy wash water all year'),
+                     ('TRAIN/DR2/MKLS0/SX127_rif.wav', 'cats dogs and birds')]
+    test = csv_rows(str(timit / 'timit_test.csv'))
+    assert test == [('TEST/DR1/MDAB0/SX49_rif.wav', 'where is the dog')]
+    assert csv_rows(str(timit / 'timit_all.csv')) == train + test
+    assert drop_counts(output, timit / 'timit_test.csv') == {'no transcript file': 1}
+
+    check_rerun_and_wrong_folder('import_timit.py', tmp_path, 3, tmp_path / 'raw',
+                                 'licensed by LDC (https://catalog.ldc.upenn.edu/LDC93S1)')
+
