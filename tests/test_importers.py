@@ -350,3 +350,32 @@ def test_timit(tmp_path):
     check_rerun_and_wrong_folder('import_timit.py', tmp_path, 3, tmp_path / 'raw',
                                  'licensed by LDC (https://catalog.ldc.upenn.edu/LDC93S1)')
 
+
+@needs_tools
+def test_vctk(tmp_path):
+    """VCTK 0.80: 48 kHz wav48/<speaker>/ with txt/<speaker>/, a seeded shuffle cut into train/dev/test."""
+    corpus = tmp_path / 'VCTK-Corpus'
+    texts = {'p225/p225_001': 'Please call Stella.', 'p225/p225_002': 'Ask her to bring these things.',
+             'p226/p226_001': 'Six spoons of fresh snow peas.', 'p226/p226_002': 'We also need a small plastic snake.',
+             'p315/p315_001': None}
+    speak([(str(corpus / 'wav48' / (stem + '.wav')), text or 'no text', ['-ar', '48000'])
+           for stem, text in texts.items()])
+    for stem, text in texts.items():
+        if text:
+            (corpus / 'txt' / stem).parent.mkdir(parents=True, exist_ok=True)
+            (corpus / 'txt' / (stem + '.txt')).write_text(text + '\n', encoding='utf-8')
+
+    _, output = run_importer('import_vctk.py', tmp_path, '--train_size', 2, '--dev_size', 1)
+    assert conversions(output) == (4, 0, 0)
+    full = csv_rows(str(tmp_path / 'vctk_full.csv'))
+    assert full == [('VCTK-Corpus/wav16/p225/p225_001.wav', 'please call stella'),
+                    ('VCTK-Corpus/wav16/p225/p225_002.wav', 'ask her to bring these things'),
+                    ('VCTK-Corpus/wav16/p226/p226_001.wav', 'six spoons of fresh snow peas'),
+                    ('VCTK-Corpus/wav16/p226/p226_002.wav', 'we also need a small plastic snake')]
+    splits = [csv_rows(str(tmp_path / 'vctk_{}.csv'.format(name))) for name in ('train', 'dev', 'test')]
+    assert [len(rows) for rows in splits] == [2, 1, 1] and sorted(sum(splits, [])) == full
+    assert drop_counts(output, tmp_path / 'vctk_full.csv') == {'no transcript file': 1}
+    assert soundfile.info(str(corpus / 'wav48' / 'p225' / 'p225_001.wav')).samplerate == 48000
+
+    check_rerun_and_wrong_folder('import_vctk.py', tmp_path, 4, corpus, 'download https://datashare.is.ed.ac.uk/'
+                                 'bitstream/handle/10283/2651/VCTK-Corpus.zip', '--train_size', 2, '--dev_size', 1)
