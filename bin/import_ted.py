@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Import TED-LIUM (release 2, or release 3's legacy split) as DeepSpeech CSVs.
 
-DATA_DIR holds the extracted release: TEDLIUM_release2/ (from TEDLIUM_release2.tar.gz), or
-TEDLIUM_release-3/ whose legacy/ folder has the same layout; a release folder itself is accepted too.
+DATA_DIR holds the release: TEDLIUM_release2/ (extracted from TEDLIUM_release2.tar.gz if only that is
+there), or TEDLIUM_release-3/ (from TEDLIUM_release-3.tgz) whose legacy/ folder has the same layout; a
+release folder itself is accepted too.
 Each of its train/, dev/ and test/ holds sph/<talk>.sph (16 kHz NIST SPHERE) and stm/<talk>.stm, one
 line per segment: "<talk> <channel> <speaker> <start> <end> <labels> <transcript>". As DeepSpeech's
 import_ted.py did, every segment becomes <set>/wav/<talk>-<start>-<end>.wav and DATA_DIR/ted-train.csv,
 ted-dev.csv and ted-test.csv list them; segments marked ignore_time_segment_in_scoring are skipped.
 Unlike it, the .sph files are kept. A rerun converts only what is new.
 """
-import argparse
 import glob
 import os
 import re
@@ -20,20 +20,22 @@ from deepspeech_training.data import importers  # noqa: E402
 
 SETS = ('train', 'dev', 'test')
 RELEASES = ('TEDLIUM_release2', os.path.join('TEDLIUM_release-3', 'legacy'))
+ARCHIVES = (('TEDLIUM_release2', 'TEDLIUM_release2.tar.gz'), ('TEDLIUM_release-3', 'TEDLIUM_release-3.tgz'))
 URL = 'http://www.openslr.org/resources/19/TEDLIUM_release2.tar.gz (or /51/TEDLIUM_release-3.tgz)'
 IGNORED = 'ignore_time_segment_in_scoring'
 UNKNOWN_WORD = 'unknown word <unk>'
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('data_dir', help='folder holding the extracted TEDLIUM_release2/ or TEDLIUM_release-3/')
-    importers.add_arguments(parser, max_duration=0)
-    return parser.parse_args(argv)
+PARSER = importers.make_parser(__doc__, 'data_dir', 'folder holding the extracted TEDLIUM_release2/ or '
+                               'TEDLIUM_release-3/', max_duration=0)
 
 
 def find_release(data_dir):
-    """The folder holding train/, dev/ and test/ with their stm/ folders."""
+    """The folder holding train/, dev/ and test/ with their stm/ folders; a downloaded archive is
+    extracted first, as DeepSpeech did."""
+    for release, archive in ARCHIVES:
+        if not os.path.isdir(os.path.join(data_dir, release)) and os.path.isfile(os.path.join(data_dir, archive)):
+            importers.extract_archive(os.path.join(data_dir, archive), data_dir)
     for candidate in ('',) + RELEASES:
         folder = os.path.join(data_dir, candidate)
         if all(os.path.isdir(os.path.join(folder, name, 'stm')) for name in SETS):
@@ -48,8 +50,9 @@ def contractions(text):
     return re.sub(r" '(?=\w)", "'", text)
 
 
-def read_split(data_dir, release, name):
-    split = importers.Split(os.path.join(data_dir, 'ted-{}.csv'.format(name)))
+def read_split(args, name):
+    release = find_release(args.data_dir)
+    split = importers.Split(os.path.join(args.data_dir, 'ted-{}.csv'.format(name)))
     for stm_path in sorted(glob.glob(os.path.join(release, name, 'stm', '*.stm'))):
         talk = os.path.splitext(os.path.basename(stm_path))[0]
         sph = os.path.join(release, name, 'sph', talk + '.sph')
@@ -74,13 +77,5 @@ def read_split(data_dir, release, name):
     return split
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    release = find_release(args.data_dir)
-    splits = [read_split(args.data_dir, release, name) for name in ('train', 'dev', 'test')]
-    importers.import_splits(splits, args)
-    importers.write_splits(splits)
-
-
 if __name__ == '__main__':
-    importers.run_script(main)
+    importers.run_importer(PARSER, read_split, SETS)

@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 """Import TIMIT (LDC93S1) as DeepSpeech CSVs.
 
-DATA_DIR holds TIMIT/ as extracted from LDC's TIMIT-LDC93S1.tgz (an LDC licence is needed: nothing can
-be downloaded): TIMIT/{TRAIN,TEST}/<dialect>/<speaker>/<sentence>.WAV (NIST SPHERE) with <sentence>.TXT
+DATA_DIR holds TIMIT/, or LDC's TIMIT-LDC93S1.tgz, extracted into TIMIT/ as DeepSpeech did (an LDC
+licence is needed: nothing can be downloaded): TIMIT/{TRAIN,TEST}/<dialect>/<speaker>/<sentence>.WAV (NIST SPHERE) with <sentence>.TXT
 ("<first sample> <last sample> <sentence>"); lower-case names are accepted too. As DeepSpeech's
 import_timit.py did, every sentence becomes <sentence>_rif.wav beside its .WAV, and TIMIT/timit_train.csv,
 timit_test.csv and timit_all.csv (both) list them; the two SA sentences every speaker read are left out
 (repeated by all speakers, they would skew the WER) unless --keep_sa. A rerun converts only what is new.
 """
-import argparse
 import os
 import sys
 
@@ -20,16 +19,18 @@ SUFFIX = '_rif.wav'
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('data_dir', help='folder holding the extracted TIMIT/')
+    parser = importers.make_parser(__doc__, 'data_dir', 'folder holding the extracted TIMIT/', max_duration=0)
     parser.add_argument('--keep_sa', action='store_true',
                         help='keep the SA sentences, read by every speaker (DeepSpeech leaves them out)')
-    importers.add_arguments(parser, max_duration=0)
     return parser.parse_args(argv)
 
 
 def find_sets(timit):
-    """{'train': folder, 'test': folder}, whatever the case of the names."""
+    """{'train': folder, 'test': folder}, whatever the case of the names; also one level down, where an
+    archive holding TIMIT/ itself was extracted into TIMIT/."""
+    inner = [os.path.join(timit, name) for name in ('TIMIT', 'timit') if os.path.isdir(os.path.join(timit, name))]
+    if inner:
+        return find_sets(inner[0])
     sets = {name.lower(): os.path.join(timit, name) for name in os.listdir(timit)
             if name.lower() in ('train', 'test') and os.path.isdir(os.path.join(timit, name))}
     if len(sets) < 2:
@@ -64,6 +65,9 @@ def main(argv=None):
     args = parse_args(argv)
     timit = next((os.path.join(args.data_dir, name) for name in ('TIMIT', 'timit')
                   if os.path.isdir(os.path.join(args.data_dir, name))), os.path.join(args.data_dir, 'TIMIT'))
+    if not os.path.isdir(timit) and os.path.isfile(os.path.join(args.data_dir, ARCHIVE)):
+        os.makedirs(timit)  # as DeepSpeech did: the archive's contents go into TIMIT/
+        importers.extract_archive(os.path.join(args.data_dir, ARCHIVE), timit)
     importers.require_folder(timit, 'TIMIT extracted from {}'.format(ARCHIVE),
                              'TIMIT is licensed by LDC (https://catalog.ldc.upenn.edu/LDC93S1): extract your '
                              'copy there (mkdir {0} && tar xzf {1} -C {0}) and run again'.format(timit, ARCHIVE))

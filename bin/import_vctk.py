@@ -8,7 +8,6 @@ DATA_DIR/vctk_full.csv lists them all and a shuffle seeded 1454 puts the first -
 vctk_train.csv, the next --dev_size in vctk_dev.csv and the rest in vctk_test.csv. Recordings without a
 transcript (speaker p315) are dropped. A rerun converts only what is new.
 """
-import argparse
 import os
 import random
 import sys
@@ -22,13 +21,11 @@ SEED = 1454
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('data_dir', help='folder holding the extracted VCTK-Corpus/')
+    parser = importers.make_parser(__doc__, 'data_dir', 'folder holding the extracted VCTK-Corpus/', max_duration=10.0)
     parser.add_argument('--train_size', type=int, default=37000,
                         help='samples for vctk_train.csv (default: %(default)s, as DeepSpeech)')
     parser.add_argument('--dev_size', type=int, default=3200,
                         help='samples for vctk_dev.csv, the rest going to vctk_test.csv (default: %(default)s)')
-    importers.add_arguments(parser, max_duration=10.0)
     return parser.parse_args(argv)
 
 

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import wave
 from concurrent.futures import ThreadPoolExecutor
 
@@ -67,14 +68,14 @@ def conversions(output):
     return tuple(int(n) for n in match.groups())
 
 
-def csv_rows(path):
+def csv_rows(path, alphabet=ALPHABET):
     """[(wav_filename, transcript)] of a CSV, after checking that the trainer accepts it and that every
     wav is 16 kHz mono 16-bit with the listed size."""
     with open(path, newline='', encoding='utf-8') as csv_file:
         reader = csv.DictReader(csv_file)
         assert reader.fieldnames == ['wav_filename', 'wav_filesize', 'transcript']
         rows = list(reader)
-    assert len(read_csv(path, load_alphabet(ALPHABET))) == len(rows)
+    assert len(read_csv(path, load_alphabet(alphabet))) == len(rows)
     for row in rows:
         wav_path = os.path.join(os.path.dirname(path), row['wav_filename'])
         assert int(row['wav_filesize']) == os.path.getsize(wav_path)
@@ -265,12 +266,18 @@ def sox(*args):
 
 def check_rerun_and_wrong_folder(script, folder, converted, wrong_folder, message, *args):
     """A rerun of `script` on `folder` reuses all `converted` WAVs and rewrites the CSVs unchanged; run on
-    `wrong_folder`, it fails with one error line containing `message` (the download URL, the fix)."""
+    `wrong_folder` (with the same `args`), it fails with one error line containing `message` (the download URL, the fix)."""
     before = snapshot(folder)
     _, output = run_importer(script, folder, *args)
     assert conversions(output) == (0, converted, 0) and snapshot(folder) == before
-    status, output = run_importer(script, wrong_folder, check=False)
+    status, output = run_importer(script, wrong_folder, *args, check=False)
     assert status == 1 and message in output, output
+
+
+def make_tgz(archive, folder, arcname):
+    """A .tgz of `folder`, named `arcname` in it."""
+    with tarfile.open(str(archive), 'w:gz') as tar:
+        tar.add(str(folder), arcname=arcname)
 
 
 needs_sox = pytest.mark.skipif(shutil.which('sox') is None, reason='needs sox (apt-get install sox)')
@@ -350,6 +357,12 @@ def test_timit(tmp_path):
     check_rerun_and_wrong_folder('import_timit.py', tmp_path, 3, tmp_path / 'raw',
                                  'licensed by LDC (https://catalog.ldc.upenn.edu/LDC93S1)')
 
+    (tmp_path / 'ldc').mkdir()  # only the archive, holding TIMIT/: extracted into TIMIT/ as DeepSpeech did
+    make_tgz(tmp_path / 'ldc' / 'TIMIT-LDC93S1.tgz', timit, 'TIMIT')
+    _, output = run_importer('import_timit.py', tmp_path / 'ldc')
+    assert csv_rows(str(tmp_path / 'ldc' / 'TIMIT' / 'timit_train.csv')) == [
+        ('TIMIT/' + wav, text) for wav, text in train]
+
 
 @needs_tools
 def test_vctk(tmp_path):
@@ -379,3 +392,4 @@ def test_vctk(tmp_path):
 
     check_rerun_and_wrong_folder('import_vctk.py', tmp_path, 4, corpus, 'download https://datashare.is.ed.ac.uk/'
                                  'bitstream/handle/10283/2651/VCTK-Corpus.zip', '--train_size', 2, '--dev_size', 1)
+

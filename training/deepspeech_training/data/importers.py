@@ -13,6 +13,7 @@ import functools
 import multiprocessing
 import os
 import sys
+import tarfile
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
@@ -109,6 +110,15 @@ class Split:
         self.utterances = []
         self.dropped = DropReport()
         self.rows = []
+
+
+def make_parser(doc, folder, folder_help, max_duration, alphabet_flags=('--alphabet',)):
+    """An importer's argument parser: described by the first line of its `doc`, with one positional
+    `folder` argument and the options every importer has (add_arguments)."""
+    parser = argparse.ArgumentParser(description=doc.split('\n')[0])
+    parser.add_argument(folder, help=folder_help)
+    add_arguments(parser, max_duration, alphabet_flags)
+    return parser
 
 
 def add_arguments(parser, max_duration, alphabet_flags=('--alphabet',)):
@@ -317,6 +327,24 @@ def require_folder(folder, what, fix):
     return folder
 
 
+def extract_archive(archive, into):
+    """Extract a downloaded tar archive (DeepSpeech's importers extract theirs) into `into`; members that
+    would land outside it, links and devices stop the extraction, as a damaged or hostile archive."""
+    target = os.path.realpath(into)
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+            for member in members:
+                path = os.path.realpath(os.path.join(target, member.name))
+                if not (member.isfile() or member.isdir()) or os.path.commonpath([target, path]) != target:
+                    raise CorpusError('{}: refusing to extract {!r} (a link, a device or a path outside {})'
+                                      .format(archive, member.name, into))
+            print('extracting {} into {}'.format(archive, into))
+            tar.extractall(target, members=members)
+    except (OSError, tarfile.TarError) as error:
+        raise CorpusError('{}: {}; download it again'.format(archive, error)) from None
+
+
 def read_text(path, encoding='utf-8'):
     """The lines of a corpus's text file, or a CorpusError naming it (a missing or mis-encoded index file
     means a damaged or wrongly given corpus, not one bad sample)."""
@@ -351,6 +379,18 @@ def write_splits(splits):
     for split in splits:
         write_csv(split.csv_path, split.rows)
         print_summary(split.csv_path, split.rows, split.dropped)
+
+
+def run_importer(parser, read_split, names, argv=None):
+    """The whole of an importer that writes one CSV per split: parse the arguments, read the corpus's
+    split of each of `names` (`read_split(args, name)`), convert, filter and write them; errors as
+    run_script reports them."""
+    def main():
+        args = parser.parse_args(argv)
+        splits = [read_split(args, name) for name in names]
+        import_splits(splits, args)
+        write_splits(splits)
+    run_script(main)
 
 
 def run_script(main):
