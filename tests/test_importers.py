@@ -393,3 +393,35 @@ def test_vctk(tmp_path):
     check_rerun_and_wrong_folder('import_vctk.py', tmp_path, 4, corpus, 'download https://datashare.is.ed.ac.uk/'
                                  'bitstream/handle/10283/2651/VCTK-Corpus.zip', '--train_size', 2, '--dev_size', 1)
 
+
+@needs_tools
+def test_m_ailabs(tmp_path):
+    """M-AILABS: <language>.tgz with by_book/<gender>/<speaker>/<book>/metadata.csv and wavs/; every tenth
+    kept sample from the first to test, from the second to dev."""
+    book = tmp_path / 'src' / 'by_book' / 'female' / 'judy_bieber' / 'emerald_city'
+    numbers = ('two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten', 'eleven', 'twelve')
+    lines = ['Chapter 1.|Chapter one.'] + ['Line {0} of the book.|Line {0} of the book.'.format(n) for n in numbers]
+    speak([(str(book / 'wavs' / 'emerald_city_{:02d}.wav'.format(i)), line.split('|')[1],
+            ['-ar', '22050' if i == 3 else '16000']) for i, line in enumerate(lines)])
+    (book / 'metadata.csv').write_text(''.join('emerald_city_{:02d}|{}\n'.format(i, line)
+                                               for i, line in enumerate(lines)), encoding='utf-8')
+    skipped = tmp_path / 'src' / 'by_book' / 'male' / 'elliot_miller' / 'pirates'
+    skipped.mkdir(parents=True)
+    (skipped / 'metadata.csv').write_text('pirates_01|Yo ho.|Yo ho.\n', encoding='utf-8')
+    make_tgz(tmp_path / 'en_US.tgz', tmp_path / 'src' / 'by_book', 'by_book')
+    shutil.rmtree(str(tmp_path / 'src'))
+
+    _, output = run_importer('import_m-ailabs.py', tmp_path, '--language', 'en_US', '--skiplist', 'elliot_miller')
+    assert conversions(output) == (1, 11, 0)  # the 22.05 kHz WAV converted in place, the others kept
+    folder = tmp_path / 'en_US'
+    wav = 'by_book/female/judy_bieber/emerald_city/wavs/emerald_city_{:02d}.wav'.format
+    expected = [(wav(i), line.split('|')[1].lower().rstrip('.')) for i, line in enumerate(lines)]
+    assert expected[0][1] == 'chapter one'  # the normalised text, not the original
+    assert csv_rows(str(folder / 'en_US_test.csv')) == [expected[0], expected[10]]
+    assert csv_rows(str(folder / 'en_US_dev.csv')) == [expected[1], expected[11]]
+    assert csv_rows(str(folder / 'en_US_train.csv')) == expected[2:10]
+    assert soundfile.info(str(folder / wav(3))).samplerate == 16000
+    check_rerun_and_wrong_folder('import_m-ailabs.py', tmp_path, 12, tmp_path / 'en_US' / 'by_book',
+                                 'download https://data.solak.de/data/Training/stt_tts/en_US.tgz',
+                                 '--language', 'en_US', '--skiplist', 'elliot_miller')
+
