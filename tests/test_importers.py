@@ -425,3 +425,38 @@ def test_m_ailabs(tmp_path):
                                  'download https://data.solak.de/data/Training/stt_tts/en_US.tgz',
                                  '--language', 'en_US', '--skiplist', 'elliot_miller')
 
+
+@needs_tools
+def test_tuda(tmp_path):
+    """TUDA-De v2: <recording>.xml with the cleaned sentence, one <recording>_<microphone>.wav per microphone."""
+    package = tmp_path / 'german-speechdata-package-v2'
+    recordings = {('train', '2014-03-17-13-03-49'): ('Die Straße ist grün.', ['Kinect-RAW', 'Realtek']),
+                  ('train', '2014-03-17-13-05-12'): ('Das CO2 steigt.', ['Realtek']),
+                  ('train', '2014-03-17-13-07-30'): (None, ['Realtek']),
+                  ('dev', '2015-01-27-11-31-32'): ('Guten Morgen.', ['Samson']), ('test', '2015-02-04-12-36-32'):
+                  ('Wo ist der Hund?', ['Yamaha'])}
+    speak([(str(package / name / '{}_{}.wav'.format(recording, mic)), text or 'hallo', ['-ar', '16000'])
+           for (name, recording), (text, mics) in recordings.items() for mic in mics])
+    for (name, recording), (text, _) in recordings.items():
+        sentence = '<cleaned_sentence>{}</cleaned_sentence>'.format(text) if text else ''
+        (package / name / (recording + '.xml')).write_text(
+            '<?xml version="1.0" encoding="utf-8"?><recording><sentence>{0}</sentence>{1}</recording>'.format(
+                text, sentence), encoding='utf-8')
+    german = tmp_path / 'alphabet_de.txt'
+    german.write_text(open(ALPHABET, encoding='utf-8').read() + 'ä\nö\nü\nß\n', encoding='utf-8')
+
+    _, output = run_importer('import_tuda.py', tmp_path, '--alphabet', german)
+    assert conversions(output) == (0, 5, 0)  # already 16 kHz mono 16-bit: used where they are
+    assert csv_rows(str(tmp_path / 'tuda-v2-train.csv'), german) == [
+        ('german-speechdata-package-v2/train/2014-03-17-13-03-49_Kinect-RAW.wav', 'die straße ist grün'),
+        ('german-speechdata-package-v2/train/2014-03-17-13-03-49_Realtek.wav', 'die straße ist grün'),
+        ('german-speechdata-package-v2/train/2014-03-17-13-05-12_Realtek.wav', 'das c o zwei steigt')]
+    assert csv_rows(str(tmp_path / 'tuda-v2-dev.csv'), german) == [
+        ('german-speechdata-package-v2/dev/2015-01-27-11-31-32_Samson.wav', 'guten morgen')]
+    assert csv_rows(str(tmp_path / 'tuda-v2-test.csv'), german) == [
+        ('german-speechdata-package-v2/test/2015-02-04-12-36-32_Yamaha.wav', 'wo ist der hund')]
+    assert drop_counts(output, tmp_path / 'tuda-v2-train.csv') == {'no cleaned_sentence in the XML': 1}
+    check_rerun_and_wrong_folder('import_tuda.py', tmp_path, 5, package, 'download http://ltdata1.informatik.'
+                                 'uni-hamburg.de/kaldi_tuda_de/german-speechdata-package-v2.tar.gz',
+                                 '--alphabet', german)
+
