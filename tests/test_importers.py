@@ -1,5 +1,6 @@
-"""bin/import_cv.py, bin/import_librispeech.py and bin/import_folder.py on small corpora laid out like the
-real ones, with real speech (espeak-ng, encoded by ffmpeg), and the shared transcript normalisation."""
+"""The importers in bin/ (Common Voice, LibriSpeech, a folder, TED-LIUM, TIMIT, VCTK, M-AILABS, TUDA-De,
+VoxForge) on small corpora laid out like the real ones, with real speech (espeak-ng, encoded by ffmpeg, or
+sox for NIST SPHERE), and the shared transcript normalisation."""
 import csv
 import os
 import re
@@ -460,3 +461,36 @@ def test_tuda(tmp_path):
                                  'uni-hamburg.de/kaldi_tuda_de/german-speechdata-package-v2.tar.gz',
                                  '--alphabet', german)
 
+
+@needs_tools
+def test_voxforge(tmp_path):
+    """VoxForge: submission archives (etc/PROMPTS with wav/ or flac/) extracted into train/, dev/, test/."""
+    submissions = {'anonymous-20080504-qzg': ('wav', ['-ar', '16000'], ['hello world', 'the cat sat']),
+                   'ralfherzog-20071220-de34': ('flac', ['-ar', '48000'], ['good morning']),
+                   'joe-20090101-abc': ('wav', ['-ar', '16000'], ['where is the dog'])}
+    jobs = []
+    for name, (kind, options, texts) in submissions.items():
+        folder = tmp_path / 'src' / name
+        (folder / 'etc').mkdir(parents=True)
+        (folder / 'etc' / 'PROMPTS').write_text(''.join(
+            '{}/mfc/a{:04d} {}\n'.format(name, i, text.upper()) for i, text in enumerate(texts)), encoding='utf-8')
+        jobs += [(str(folder / kind / 'a{:04d}.{}'.format(i, kind)), text, options) for i, text in enumerate(texts)]
+    speak(jobs)
+    (tmp_path / 'data' / 'archive').mkdir(parents=True)
+    for name in ('anonymous-20080504-qzg', 'ralfherzog-20071220-de34'):
+        make_tgz(tmp_path / 'data' / 'archive' / (name + '.tgz'), tmp_path / 'src' / name, name)
+    (tmp_path / 'data' / 'dev').mkdir()
+    shutil.move(str(tmp_path / 'src' / 'joe-20090101-abc'), str(tmp_path / 'data' / 'dev'))
+    data = tmp_path / 'data'
+
+    _, output = run_importer('import_voxforge.py', data)
+    assert conversions(output) == (1, 3, 0)  # the flac converted, the 16 kHz wavs used where they are
+    assert csv_rows(str(data / 'voxforge-train.csv')) == [
+        ('train/anonymous-20080504-qzg/wav/a0000.wav', 'hello world'),
+        ('train/anonymous-20080504-qzg/wav/a0001.wav', 'the cat sat'),
+        ('train/ralfherzog-20071220-de34/wav/a0000.wav', 'good morning')]
+    assert csv_rows(str(data / 'voxforge-dev.csv')) == [('dev/joe-20090101-abc/wav/a0000.wav', 'where is the dog')]
+    assert csv_rows(str(data / 'voxforge-test.csv')) == []
+    check_rerun_and_wrong_folder('import_voxforge.py', data, 4, tmp_path / 'src',
+                                 'download the *.tgz files of http://www.repository.voxforge1.org/downloads/'
+                                 'SpeechCorpus/Trunk/Audio/Main/16kHz_16bit/')
