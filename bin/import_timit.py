@@ -2,11 +2,12 @@
 """Import TIMIT (LDC93S1) as DeepSpeech CSVs.
 
 DATA_DIR holds TIMIT/, or LDC's TIMIT-LDC93S1.tgz, extracted into TIMIT/ as DeepSpeech did (an LDC
-licence is needed: nothing can be downloaded): TIMIT/{TRAIN,TEST}/<dialect>/<speaker>/<sentence>.WAV (NIST SPHERE) with <sentence>.TXT
-("<first sample> <last sample> <sentence>"); lower-case names are accepted too. As DeepSpeech's
-import_timit.py did, every sentence becomes <sentence>_rif.wav beside its .WAV, and TIMIT/timit_train.csv,
-timit_test.csv and timit_all.csv (both) list them; the two SA sentences every speaker read are left out
-(repeated by all speakers, they would skew the WER) unless --keep_sa. A rerun converts only what is new.
+licence is needed; nothing is downloaded): TIMIT/{TRAIN,TEST}/<dialect>/<speaker>/<sentence>.WAV
+(NIST SPHERE) with <sentence>.TXT ("<first sample> <last sample> <sentence>"); lower-case names work
+too. As DeepSpeech's import_timit.py did, every sentence becomes <sentence>_rif.wav beside its .WAV, and
+TIMIT/timit_train.csv, timit_test.csv and timit_all.csv (both) list them; the two SA sentences every
+speaker read are left out (repeated by all speakers, they would skew the WER) unless --keep_sa. A rerun
+converts only what is new.
 """
 import os
 import sys

@@ -267,7 +267,8 @@ def sox(*args):
 
 def check_rerun_and_wrong_folder(script, folder, converted, wrong_folder, message, *args):
     """A rerun of `script` on `folder` reuses all `converted` WAVs and rewrites the CSVs unchanged; run on
-    `wrong_folder` (with the same `args`), it fails with one error line containing `message` (the download URL, the fix)."""
+    `wrong_folder` (with the same `args`), it fails with one error line containing `message` (the download
+    URL, the fix)."""
     before = snapshot(folder)
     _, output = run_importer(script, folder, *args)
     assert conversions(output) == (0, converted, 0) and snapshot(folder) == before
