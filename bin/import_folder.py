@@ -15,7 +15,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from deepspeech_training.data import importers  # noqa: E402
 
 AUDIO_EXTENSIONS = ('.wav', '.flac', '.mp3', '.ogg')
-NO_TRANSCRIPT = 'no transcript file'
 BAD_TRANSCRIPT = 'transcript file not UTF-8'
 AMBIGUOUS = 'several audio files for one transcript'
 
@@ -71,7 +70,7 @@ def read_split(source_dir, out_dir):
             with open(transcript_path, encoding='utf-8') as transcript_file:
                 transcript = transcript_file.read()
         except FileNotFoundError:
-            split.dropped.drop(NO_TRANSCRIPT, where, 'expected {}'.format(stem + '.txt'))
+            split.dropped.drop(importers.NO_TRANSCRIPT, where, 'expected {}'.format(stem + '.txt'))
             continue
         except UnicodeDecodeError as error:
             split.dropped.drop(BAD_TRANSCRIPT, where, '{}.txt: {} (re-encode it, e.g. iconv -t UTF-8)'.format(

@@ -1,11 +1,13 @@
-"""bin/import_cv.py, bin/import_librispeech.py and bin/import_folder.py on small corpora laid out like the
-real ones, with real speech (espeak-ng, encoded by ffmpeg), and the shared transcript normalisation."""
+"""The importers in bin/ (Common Voice, LibriSpeech, a folder, TED-LIUM, TIMIT, VCTK, M-AILABS, TUDA-De,
+VoxForge) on small corpora laid out like the real ones, with real speech (espeak-ng, encoded by ffmpeg, or
+sox for NIST SPHERE), and the shared transcript normalisation."""
 import csv
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import wave
 from concurrent.futures import ThreadPoolExecutor
 
@@ -67,14 +69,14 @@ def conversions(output):
     return tuple(int(n) for n in match.groups())
 
 
-def csv_rows(path):
+def csv_rows(path, alphabet=ALPHABET):
     """[(wav_filename, transcript)] of a CSV, after checking that the trainer accepts it and that every
     wav is 16 kHz mono 16-bit with the listed size."""
     with open(path, newline='', encoding='utf-8') as csv_file:
         reader = csv.DictReader(csv_file)
         assert reader.fieldnames == ['wav_filename', 'wav_filesize', 'transcript']
         rows = list(reader)
-    assert len(read_csv(path, load_alphabet(ALPHABET))) == len(rows)
+    assert len(read_csv(path, load_alphabet(alphabet))) == len(rows)
     for row in rows:
         wav_path = os.path.join(os.path.dirname(path), row['wav_filename'])
         assert int(row['wav_filesize']) == os.path.getsize(wav_path)
@@ -257,3 +259,239 @@ def test_normalisation_touches_only_what_the_alphabet_lacks(tmp_path):
     cased = tmp_path / 'cased.txt'
     cased.write_text(''.join(c + '\n' for c in ' abcdeéfghijklmnopqrstuvwxyzABCDEÉ'), encoding='utf-8')
     assert normalize_transcript(load_alphabet(str(cased)), 'Été, Ève!') == 'Été Eve'
+
+
+def sox(*args):
+    subprocess.run(['sox'] + [str(a) for a in args], check=True)
+
+
+def check_rerun_and_wrong_folder(script, folder, converted, wrong_folder, message, *args):
+    """A rerun of `script` on `folder` reuses all `converted` WAVs and rewrites the CSVs unchanged; run on
+    `wrong_folder` (with the same `args`), it fails with one error line containing `message` (the download
+    URL, the fix)."""
+    before = snapshot(folder)
+    _, output = run_importer(script, folder, *args)
+    assert conversions(output) == (0, converted, 0) and snapshot(folder) == before
+    status, output = run_importer(script, wrong_folder, *args, check=False)
+    assert status == 1 and message in output, output
+
+
+def make_tgz(archive, folder, arcname):
+    """A .tgz of `folder`, named `arcname` in it."""
+    with tarfile.open(str(archive), 'w:gz') as tar:
+        tar.add(str(folder), arcname=arcname)
+
+
+needs_sox = pytest.mark.skipif(shutil.which('sox') is None, reason='needs sox (apt-get install sox)')
+
+
+@needs_tools
+@needs_sox
+def test_ted(tmp_path):
+    """TED-LIUM release 2: whole talks as 16 kHz .sph, cut into segments by the .stm times."""
+    release = tmp_path / 'TEDLIUM_release2'
+    parts = {'train': [('AlGore_2006', ['hello world', 'it is a nice day', 'good morning', 'the cat sat'])],
+             'dev': [('BillGates_2010', ['where is the dog'])], 'test': []}
+    jobs = [(str(tmp_path / 'parts' / '{}-{}.wav'.format(talk, i)), text, ['-ar', '16000'])
+            for talks in parts.values() for talk, texts in talks for i, text in enumerate(texts)]
+    speak(jobs)
+    transcripts = {'hello world': 'hello world', 'it is a nice day': "it 's a nice day",
+                   'good morning': 'ignore_time_segment_in_scoring', 'the cat sat': 'the <unk> sat',
+                   'where is the dog': 'where is the dog'}
+    for name, talks in parts.items():
+        (release / name / 'stm').mkdir(parents=True)
+        (release / name / 'sph').mkdir(parents=True)
+        for talk, texts in talks:
+            pieces = [tmp_path / 'parts' / '{}-{}.wav'.format(talk, i) for i in range(len(texts))]
+            sox(*pieces, release / name / 'sph' / (talk + '.sph'))
+            lines, start = [], 0.0
+            for piece, text in zip(pieces, texts):
+                end = start + soundfile.info(str(piece)).duration
+                lines.append('{} 1 {} {:.2f} {:.2f} <o,f0,male> {}\n'.format(talk, talk, start, end, transcripts[text]))
+                start = end
+            (release / name / 'stm' / (talk + '.stm')).write_text(''.join(lines), encoding='utf-8')
+
+    _, output = run_importer('import_ted.py', tmp_path)
+    assert conversions(output) == (3, 0, 0)
+    train = csv_rows(str(tmp_path / 'ted-train.csv'))
+    assert [text for _, text in train] == ['hello world', "it's a nice day"]
+    assert re.fullmatch(r'TEDLIUM_release2/train/wav/AlGore_2006-0\.00-\d+\.\d\d\.wav', train[0][0])
+    assert soundfile.info(str(tmp_path / train[0][0])).duration == pytest.approx(
+        soundfile.info(str(tmp_path / 'parts' / 'AlGore_2006-0.wav')).duration, abs=0.02)
+    dev = csv_rows(str(tmp_path / 'ted-dev.csv'))
+    assert len(dev) == 1 and dev[0][0].startswith('TEDLIUM_release2/dev/wav/BillGates_2010-0.00-')
+    assert dev[0][1] == 'where is the dog'
+    assert csv_rows(str(tmp_path / 'ted-test.csv')) == []
+    assert drop_counts(output, tmp_path / 'ted-train.csv') == {'unknown word <unk>': 1}
+    assert os.path.isfile(str(release / 'train' / 'sph' / 'AlGore_2006.sph'))
+
+    check_rerun_and_wrong_folder('import_ted.py', tmp_path, 3, tmp_path / 'parts',
+                                 'download http://www.openslr.org/resources/19/TEDLIUM_release2.tar.gz')
+
+
+@needs_tools
+@needs_sox
+def test_timit(tmp_path):
+    """TIMIT: NIST SPHERE .WAV files with .TXT transcripts giving sample ranges; SA sentences left out."""
+    timit = tmp_path / 'TIMIT'
+    sentences = {'TRAIN/DR1/FCJF0/SI1027': 'She had your dark suit in greasy wash water all year.',
+                 'TRAIN/DR1/FCJF0/SA1': 'Don\'t ask me to carry an oily rag like that.',
+                 'TRAIN/DR2/MKLS0/SX127': 'Cats, dogs; and birds!',
+                 'TEST/DR1/MDAB0/SX49': 'Where is the dog?', 'TEST/DR1/MDAB0/SX50': None}
+    speak([(str(tmp_path / 'raw' / (stem + '.wav')), text or 'no transcript', ['-ar', '16000'])
+           for stem, text in sentences.items()])
+    for stem, text in sentences.items():
+        (timit / stem).parent.mkdir(parents=True, exist_ok=True)
+        sox(tmp_path / 'raw' / (stem + '.wav'), '-t', 'sph', timit / (stem + '.WAV'))
+        if text:
+            (timit / (stem + '.TXT')).write_text('0 46797 {}\n'.format(text), encoding='latin-1')
+
+    _, output = run_importer('import_timit.py', tmp_path)
+    assert conversions(output) == (3, 0, 0)
+    train = csv_rows(str(timit / 'timit_train.csv'))
+    assert train == [('TRAIN/DR1/FCJF0/SI1027_rif.wav', 'she had your dark suit in greasy wash water all year'),
+                     ('TRAIN/DR2/MKLS0/SX127_rif.wav', 'cats dogs and birds')]
+    test = csv_rows(str(timit / 'timit_test.csv'))
+    assert test == [('TEST/DR1/MDAB0/SX49_rif.wav', 'where is the dog')]
+    assert csv_rows(str(timit / 'timit_all.csv')) == train + test
+    assert drop_counts(output, timit / 'timit_test.csv') == {'no transcript file': 1}
+
+    check_rerun_and_wrong_folder('import_timit.py', tmp_path, 3, tmp_path / 'raw',
+                                 'licensed by LDC (https://catalog.ldc.upenn.edu/LDC93S1)')
+
+    (tmp_path / 'ldc').mkdir()  # only the archive, holding TIMIT/: extracted into TIMIT/ as DeepSpeech did
+    make_tgz(tmp_path / 'ldc' / 'TIMIT-LDC93S1.tgz', timit, 'TIMIT')
+    _, output = run_importer('import_timit.py', tmp_path / 'ldc')
+    assert csv_rows(str(tmp_path / 'ldc' / 'TIMIT' / 'timit_train.csv')) == [
+        ('TIMIT/' + wav, text) for wav, text in train]
+
+
+@needs_tools
+def test_vctk(tmp_path):
+    """VCTK 0.80: 48 kHz wav48/<speaker>/ with txt/<speaker>/, a seeded shuffle cut into train/dev/test."""
+    corpus = tmp_path / 'VCTK-Corpus'
+    texts = {'p225/p225_001': 'Please call Stella.', 'p225/p225_002': 'Ask her to bring these things.',
+             'p226/p226_001': 'Six spoons of fresh snow peas.', 'p226/p226_002': 'We also need a small plastic snake.',
+             'p315/p315_001': None}
+    speak([(str(corpus / 'wav48' / (stem + '.wav')), text or 'no text', ['-ar', '48000'])
+           for stem, text in texts.items()])
+    for stem, text in texts.items():
+        if text:
+            (corpus / 'txt' / stem).parent.mkdir(parents=True, exist_ok=True)
+            (corpus / 'txt' / (stem + '.txt')).write_text(text + '\n', encoding='utf-8')
+
+    _, output = run_importer('import_vctk.py', tmp_path, '--train_size', 2, '--dev_size', 1)
+    assert conversions(output) == (4, 0, 0)
+    full = csv_rows(str(tmp_path / 'vctk_full.csv'))
+    assert full == [('VCTK-Corpus/wav16/p225/p225_001.wav', 'please call stella'),
+                    ('VCTK-Corpus/wav16/p225/p225_002.wav', 'ask her to bring these things'),
+                    ('VCTK-Corpus/wav16/p226/p226_001.wav', 'six spoons of fresh snow peas'),
+                    ('VCTK-Corpus/wav16/p226/p226_002.wav', 'we also need a small plastic snake')]
+    splits = [csv_rows(str(tmp_path / 'vctk_{}.csv'.format(name))) for name in ('train', 'dev', 'test')]
+    assert [len(rows) for rows in splits] == [2, 1, 1] and sorted(sum(splits, [])) == full
+    assert drop_counts(output, tmp_path / 'vctk_full.csv') == {'no transcript file': 1}
+    assert soundfile.info(str(corpus / 'wav48' / 'p225' / 'p225_001.wav')).samplerate == 48000
+
+    check_rerun_and_wrong_folder('import_vctk.py', tmp_path, 4, corpus, 'download https://datashare.is.ed.ac.uk/'
+                                 'bitstream/handle/10283/2651/VCTK-Corpus.zip', '--train_size', 2, '--dev_size', 1)
+
+
+@needs_tools
+def test_m_ailabs(tmp_path):
+    """M-AILABS: <language>.tgz with by_book/<gender>/<speaker>/<book>/metadata.csv and wavs/; every tenth
+    kept sample from the first to test, from the second to dev."""
+    book = tmp_path / 'src' / 'by_book' / 'female' / 'judy_bieber' / 'emerald_city'
+    numbers = ('two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten', 'eleven', 'twelve')
+    lines = ['Chapter 1.|Chapter one.'] + ['Line {0} of the book.|Line {0} of the book.'.format(n) for n in numbers]
+    speak([(str(book / 'wavs' / 'emerald_city_{:02d}.wav'.format(i)), line.split('|')[1],
+            ['-ar', '22050' if i == 3 else '16000']) for i, line in enumerate(lines)])
+    (book / 'metadata.csv').write_text(''.join('emerald_city_{:02d}|{}\n'.format(i, line)
+                                               for i, line in enumerate(lines)), encoding='utf-8')
+    skipped = tmp_path / 'src' / 'by_book' / 'male' / 'elliot_miller' / 'pirates'
+    skipped.mkdir(parents=True)
+    (skipped / 'metadata.csv').write_text('pirates_01|Yo ho.|Yo ho.\n', encoding='utf-8')
+    make_tgz(tmp_path / 'en_US.tgz', tmp_path / 'src' / 'by_book', 'by_book')
+    shutil.rmtree(str(tmp_path / 'src'))
+
+    _, output = run_importer('import_m-ailabs.py', tmp_path, '--language', 'en_US', '--skiplist', 'elliot_miller')
+    assert conversions(output) == (1, 11, 0)  # the 22.05 kHz WAV converted in place, the others kept
+    folder = tmp_path / 'en_US'
+    wav = 'by_book/female/judy_bieber/emerald_city/wavs/emerald_city_{:02d}.wav'.format
+    expected = [(wav(i), line.split('|')[1].lower().rstrip('.')) for i, line in enumerate(lines)]
+    assert expected[0][1] == 'chapter one'  # the normalised text, not the original
+    assert csv_rows(str(folder / 'en_US_test.csv')) == [expected[0], expected[10]]
+    assert csv_rows(str(folder / 'en_US_dev.csv')) == [expected[1], expected[11]]
+    assert csv_rows(str(folder / 'en_US_train.csv')) == expected[2:10]
+    assert soundfile.info(str(folder / wav(3))).samplerate == 16000
+    check_rerun_and_wrong_folder('import_m-ailabs.py', tmp_path, 12, tmp_path / 'en_US' / 'by_book',
+                                 'download https://data.solak.de/data/Training/stt_tts/en_US.tgz',
+                                 '--language', 'en_US', '--skiplist', 'elliot_miller')
+
+
+@needs_tools
+def test_tuda(tmp_path):
+    """TUDA-De v2: <recording>.xml with the cleaned sentence, one <recording>_<microphone>.wav per microphone."""
+    package = tmp_path / 'german-speechdata-package-v2'
+    recordings = {('train', '2014-03-17-13-03-49'): ('Die Straße ist grün.', ['Kinect-RAW', 'Realtek']),
+                  ('train', '2014-03-17-13-05-12'): ('Das CO2 steigt.', ['Realtek']),
+                  ('train', '2014-03-17-13-07-30'): (None, ['Realtek']),
+                  ('dev', '2015-01-27-11-31-32'): ('Guten Morgen.', ['Samson']), ('test', '2015-02-04-12-36-32'):
+                  ('Wo ist der Hund?', ['Yamaha'])}
+    speak([(str(package / name / '{}_{}.wav'.format(recording, mic)), text or 'hallo', ['-ar', '16000'])
+           for (name, recording), (text, mics) in recordings.items() for mic in mics])
+    for (name, recording), (text, _) in recordings.items():
+        sentence = '<cleaned_sentence>{}</cleaned_sentence>'.format(text) if text else ''
+        (package / name / (recording + '.xml')).write_text(
+            '<?xml version="1.0" encoding="utf-8"?><recording><sentence>{0}</sentence>{1}</recording>'.format(
+                text, sentence), encoding='utf-8')
+    german = tmp_path / 'alphabet_de.txt'
+    german.write_text(open(ALPHABET, encoding='utf-8').read() + 'ä\nö\nü\nß\n', encoding='utf-8')
+
+    _, output = run_importer('import_tuda.py', tmp_path, '--alphabet', german)
+    assert conversions(output) == (0, 5, 0)  # already 16 kHz mono 16-bit: used where they are
+    assert csv_rows(str(tmp_path / 'tuda-v2-train.csv'), german) == [
+        ('german-speechdata-package-v2/train/2014-03-17-13-03-49_Kinect-RAW.wav', 'die straße ist grün'),
+        ('german-speechdata-package-v2/train/2014-03-17-13-03-49_Realtek.wav', 'die straße ist grün'),
+        ('german-speechdata-package-v2/train/2014-03-17-13-05-12_Realtek.wav', 'das c o zwei steigt')]
+    assert csv_rows(str(tmp_path / 'tuda-v2-dev.csv'), german) == [
+        ('german-speechdata-package-v2/dev/2015-01-27-11-31-32_Samson.wav', 'guten morgen')]
+    assert csv_rows(str(tmp_path / 'tuda-v2-test.csv'), german) == [
+        ('german-speechdata-package-v2/test/2015-02-04-12-36-32_Yamaha.wav', 'wo ist der hund')]
+    assert drop_counts(output, tmp_path / 'tuda-v2-train.csv') == {'no cleaned_sentence in the XML': 1}
+    check_rerun_and_wrong_folder('import_tuda.py', tmp_path, 5, package, 'download http://ltdata1.informatik.'
+                                 'uni-hamburg.de/kaldi_tuda_de/german-speechdata-package-v2.tar.gz',
+                                 '--alphabet', german)
+
+
+@needs_tools
+def test_voxforge(tmp_path):
+    """VoxForge: submission archives (etc/PROMPTS with wav/ or flac/) extracted into train/, dev/, test/."""
+    submissions = {'anonymous-20080504-qzg': ('wav', ['-ar', '16000'], ['hello world', 'the cat sat']),
+                   'ralfherzog-20071220-de34': ('flac', ['-ar', '48000'], ['good morning']),
+                   'joe-20090101-abc': ('wav', ['-ar', '16000'], ['where is the dog'])}
+    jobs = []
+    for name, (kind, options, texts) in submissions.items():
+        folder = tmp_path / 'src' / name
+        (folder / 'etc').mkdir(parents=True)
+        (folder / 'etc' / 'PROMPTS').write_text(''.join(
+            '{}/mfc/a{:04d} {}\n'.format(name, i, text.upper()) for i, text in enumerate(texts)), encoding='utf-8')
+        jobs += [(str(folder / kind / 'a{:04d}.{}'.format(i, kind)), text, options) for i, text in enumerate(texts)]
+    speak(jobs)
+    (tmp_path / 'data' / 'archive').mkdir(parents=True)
+    for name in ('anonymous-20080504-qzg', 'ralfherzog-20071220-de34'):
+        make_tgz(tmp_path / 'data' / 'archive' / (name + '.tgz'), tmp_path / 'src' / name, name)
+    (tmp_path / 'data' / 'dev').mkdir()
+    shutil.move(str(tmp_path / 'src' / 'joe-20090101-abc'), str(tmp_path / 'data' / 'dev'))
+    data = tmp_path / 'data'
+
+    _, output = run_importer('import_voxforge.py', data)
+    assert conversions(output) == (1, 3, 0)  # the flac converted, the 16 kHz wavs used where they are
+    assert csv_rows(str(data / 'voxforge-train.csv')) == [
+        ('train/anonymous-20080504-qzg/wav/a0000.wav', 'hello world'),
+        ('train/anonymous-20080504-qzg/wav/a0001.wav', 'the cat sat'),
+        ('train/ralfherzog-20071220-de34/wav/a0000.wav', 'good morning')]
+    assert csv_rows(str(data / 'voxforge-dev.csv')) == [('dev/joe-20090101-abc/wav/a0000.wav', 'where is the dog')]
+    assert csv_rows(str(data / 'voxforge-test.csv')) == []
+    check_rerun_and_wrong_folder('import_voxforge.py', data, 4, tmp_path / 'src',
+                                 'download the *.tgz files of http://www.repository.voxforge1.org/downloads/'
+                                 'SpeechCorpus/Trunk/Audio/Main/16kHz_16bit/')

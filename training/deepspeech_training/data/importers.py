@@ -1,4 +1,5 @@
-"""What the corpus importers in bin/ (import_cv.py, import_librispeech.py, import_folder.py) share:
+"""What the corpus importers in bin/ (import_cv.py, import_librispeech.py, import_folder.py, import_ted.py,
+import_timit.py, import_vctk.py, import_m-ailabs.py, import_voxforge.py, import_tuda.py) share:
 transcripts normalised to the alphabet, audio converted to 16 kHz mono 16-bit WAV in parallel behind a
 progress bar, a report of what was dropped and why, and DeepSpeech CSV writing.
 
@@ -12,6 +13,7 @@ import functools
 import multiprocessing
 import os
 import sys
+import tarfile
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ NOT_IN_ALPHABET = 'characters not in the alphabet'
 UNREADABLE = 'audio unreadable'
 TOO_LONG = 'too long'
 TOO_SHORT = 'too short for its transcript'
+NO_TRANSCRIPT = 'no transcript file'
 
 # Marks that are read out as words ("and", "percent", "at"): deleting them would make the transcript
 # disagree with the audio, so they stay and the sample is dropped instead.
@@ -55,6 +58,8 @@ class Utterance:
     wav: str         # where its 16 kHz mono 16-bit WAV goes
     transcript: str  # as the corpus spells it; import_splits normalises it
     where: str       # names the utterance in the drop report, e.g. 'train.tsv line 7 (x.mp3)'
+    start: float = 0.0  # a segment of the source (TED-LIUM's talks): its start and end in seconds;
+    end: float = 0.0    # end 0 means to the end of the file
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,15 @@ class Split:
         self.utterances = []
         self.dropped = DropReport()
         self.rows = []
+
+
+def make_parser(doc, folder, folder_help, max_duration, alphabet_flags=('--alphabet',)):
+    """An importer's argument parser: described by the first line of its `doc`, with one positional
+    `folder` argument and the options every importer has (add_arguments)."""
+    parser = argparse.ArgumentParser(description=doc.split('\n')[0])
+    parser.add_argument(folder, help=folder_help)
+    add_arguments(parser, max_duration, alphabet_flags)
+    return parser
 
 
 def add_arguments(parser, max_duration, alphabet_flags=('--alphabet',)):
@@ -189,9 +203,10 @@ def import_splits(splits, args):
     sources = {}
     for _, spelled in plan:
         for utterance, _, _ in spelled:
-            if sources.setdefault(utterance.wav, utterance.source) != utterance.source:
+            source = (utterance.source, utterance.start, utterance.end)
+            if sources.setdefault(utterance.wav, source) != source:
                 raise CorpusError('{} and {} would both be converted to {}; rename one of them'.format(
-                    sources[utterance.wav], utterance.source, utterance.wav))
+                    sources[utterance.wav][0], utterance.source, utterance.wav))
     converted = convert_all(sources, args.jobs)
     for split, spelled in plan:
         for utterance, transcript, min_frames in spelled:
@@ -239,7 +254,7 @@ def _audio_problem(result, min_frames, max_duration):
 
 
 def convert_all(sources, jobs):
-    """{wav: Converted} for {wav: source}, converting in `jobs` processes: decoding and resampling
+    """{wav: Converted} for {wav: (source, start, end)}, converting in `jobs` processes: decoding and resampling
     are CPU-bound, so threads would take turns on the GIL."""
     results = {}
     if not sources:
@@ -253,14 +268,14 @@ def convert_all(sources, jobs):
 
 def _convert_one(wav_and_source):
     """Convert one file in a worker; a failure becomes a drop reason instead of ending the import."""
-    wav, source = wav_and_source
+    wav, (source, start, end) = wav_and_source
     seconds = existing_wav_seconds(source, wav)
     if seconds is not None:
         return wav, Converted(seconds, reused=True)
     if not os.path.isfile(source):
         return wav, Converted(error='{}: file not found'.format(source))
     try:
-        return wav, Converted(convert_audio(source, wav))
+        return wav, Converted(convert_audio(source, wav, start, end))
     except (OSError, RuntimeError, ValueError) as error:
         return wav, Converted(error='{}: {}'.format(source, error))
 
@@ -280,11 +295,18 @@ def existing_wav_seconds(source, wav):
     return info.frames / SAMPLE_RATE if info.frames else None
 
 
-def convert_audio(source, wav):
-    """Write `source` (any format libsndfile reads: WAV, FLAC, MP3, Ogg) as a 16 kHz mono 16-bit WAV;
-    returns its duration. The file appears whole or not at all, so an interrupted run leaves no
-    truncated WAV for the next run to mistake for finished work."""
-    samples, rate = soundfile.read(source, dtype='float32', always_2d=True)
+def convert_audio(source, wav, start=0.0, end=0.0):
+    """Write `source` (any format libsndfile reads: WAV, FLAC, MP3, Ogg, NIST SPHERE), or its part from
+    `start` to `end` seconds (0: its end), as a 16 kHz mono 16-bit WAV; returns its duration. The file
+    appears whole or not at all, so an interrupted run leaves no truncated WAV for the next run to
+    mistake for finished work. `source` may be `wav` itself: it is read whole before being replaced."""
+    with soundfile.SoundFile(source) as audio:
+        rate = audio.samplerate
+        first = int(round(start * rate))
+        if first:
+            audio.seek(min(first, audio.frames))
+        count = int(round(end * rate)) - first if end else -1
+        samples = audio.read(count, dtype='float32', always_2d=True)
     if not len(samples):
         raise ValueError('no audio samples in the file')
     mono = samples.mean(axis=1)
@@ -296,6 +318,41 @@ def convert_audio(source, wav):
     with atomic_write(wav, 'wb') as out:
         soundfile.write(out, pcm, SAMPLE_RATE, subtype='PCM_16', format='WAV')
     return len(pcm) / SAMPLE_RATE
+
+
+def require_folder(folder, what, fix):
+    """Stop with an error naming `folder`, the corpus it should hold and how to get it, unless it exists."""
+    if not os.path.isdir(folder):
+        raise CorpusError('{} not found: it should hold {}; {}'.format(folder, what, fix))
+    return folder
+
+
+def extract_archive(archive, into):
+    """Extract a downloaded tar archive (DeepSpeech's importers extract theirs) into `into`; members that
+    would land outside it, links and devices stop the extraction, as a damaged or hostile archive."""
+    target = os.path.realpath(into)
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+            for member in members:
+                path = os.path.realpath(os.path.join(target, member.name))
+                if not (member.isfile() or member.isdir()) or os.path.commonpath([target, path]) != target:
+                    raise CorpusError('{}: refusing to extract {!r} (a link, a device or a path outside {})'
+                                      .format(archive, member.name, into))
+            print('extracting {} into {}'.format(archive, into))
+            tar.extractall(target, members=members)
+    except (OSError, tarfile.TarError) as error:
+        raise CorpusError('{}: {}; download it again'.format(archive, error)) from None
+
+
+def read_text(path, encoding='utf-8'):
+    """The lines of a corpus's text file, or a CorpusError naming it (a missing or mis-encoded index file
+    means a damaged or wrongly given corpus, not one bad sample)."""
+    try:
+        with open(path, encoding=encoding) as text_file:
+            return text_file.read().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise CorpusError('{}: {}'.format(path, error)) from None
 
 
 def write_csv(csv_path, rows):
@@ -322,6 +379,18 @@ def write_splits(splits):
     for split in splits:
         write_csv(split.csv_path, split.rows)
         print_summary(split.csv_path, split.rows, split.dropped)
+
+
+def run_importer(parser, read_split, names, argv=None):
+    """The whole of an importer that writes one CSV per split: parse the arguments, read the corpus's
+    split of each of `names` (`read_split(args, name)`), convert, filter and write them; errors as
+    run_script reports them."""
+    def main():
+        args = parser.parse_args(argv)
+        splits = [read_split(args, name) for name in names]
+        import_splits(splits, args)
+        write_splits(splits)
+    run_script(main)
 
 
 def run_script(main):
