@@ -134,3 +134,46 @@ def test_play_reads_a_sample_database_and_fails_clearly(tmp_path):
     assert status == 1 and 'No sample with index 7 (3 sample(s))' in stderr
     status, _, stderr = run(PLAY, SPEECH, '--augment', 'reverb[delay=x]', '--pipe')
     assert status == 1 and 'is not a number range' in stderr
+
+
+# ---- bin/import_ldc93s1.py ----------------------------------------------------------------------------
+
+LDC93S1 = os.path.join(ROOT, 'bin', 'import_ldc93s1.py')
+LDC93S1_TEXT = '0 46797 She had your dark suit in greasy wash water all year.\n'
+
+
+def test_import_ldc93s1_uses_files_in_place_and_writes_deepspeech_csv(tmp_path):
+    """The files already in DATA_DIR are not downloaded (the site is unreachable here: a refused port stands
+    in for it); the CSV is DeepSpeech's, and training reads it with the default alphabet."""
+    from test_importers import speak
+    data = tmp_path / 'ldc'
+    speak([(str(data / 'LDC93S1.wav'), 'She had your dark suit in greasy wash water all year.',
+            ['-ar', '16000', '-ac', '1', '-sample_fmt', 's16'])])
+    (data / 'LDC93S1.txt').write_text(LDC93S1_TEXT)
+    process = subprocess.run([sys.executable, LDC93S1, str(data)], cwd=str(tmp_path), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, universal_newlines=True, timeout=60,
+                             env=dict(os.environ, LDC93S1_BASE_URL='http://127.0.0.1:9/'))
+    assert process.returncode == 0, process.stdout
+    assert 'Downloading' not in process.stdout
+    wav = data / 'LDC93S1.wav'
+    assert (data / 'ldc93s1.csv').read_text() == (
+        'wav_filename,wav_filesize,transcript\n{},{},she had your dark suit in greasy wash water all year\n'
+        .format(wav, wav.stat().st_size))
+    sys.path.insert(0, os.path.join(ROOT, 'training'))
+    from deepspeech_training.data.samples import read_csv
+    from deepspeech_training.util.text import load_alphabet
+    record, = read_csv(str(data / 'ldc93s1.csv'), load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt')))
+    assert record.audio_path == str(wav) and record.transcript.startswith('she had')
+
+
+def test_import_ldc93s1_offline_names_the_url_and_the_fix(tmp_path):
+    data = tmp_path / 'ldc'
+    process = subprocess.run([sys.executable, LDC93S1, str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             universal_newlines=True, timeout=60,
+                             env=dict(os.environ, LDC93S1_BASE_URL='http://127.0.0.1:9/addenda'))
+    assert process.returncode == 1
+    assert process.stderr.startswith('Error: cannot download http://127.0.0.1:9/addenda/LDC93S1.wav: ')
+    assert ('fetch LDC93S1.wav and LDC93S1.txt from http://127.0.0.1:9/addenda/ on a machine that has it, put them '
+            'into {} and run this again'.format(data)) in process.stderr
+    assert not (data / 'ldc93s1.csv').exists() and os.listdir(str(data)) == []
+    assert subprocess.run([sys.executable, LDC93S1], stderr=subprocess.PIPE, timeout=60).returncode == 2
