@@ -2,6 +2,7 @@
 GPU), and the package built as a wheel, installed into a fresh virtual environment and run through
 its console scripts from outside the checkout."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -183,3 +184,67 @@ def test_setup_names_a_working_python39_for_an_environment_of_ones_own():
     version = subprocess.run([python, '-c', 'import sys, venv; print(sys.version_info[:2])'], check=True,
                              stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
     assert version == '(3, 9)'
+
+
+# ---- the top level as DeepSpeech had it: setup.py and requirements.txt -----------------------------------
+
+def fresh_venv(root):
+    """A fresh virtual environment of this environment's Python (3.9) with its own pip, nothing else."""
+    base_python = os.path.join(sys.base_prefix, 'bin', 'python{}.{}'.format(*sys.version_info[:2]))
+    venv = root / 'venv'
+    run_command([base_python, '-m', 'venv', venv], timeout=120)
+    return venv
+
+
+def test_setup_py_is_a_shim_over_pyproject():
+    """`python setup.py --name --version` as DeepSpeech users ran it: the metadata is pyproject.toml's."""
+    run = subprocess.run([sys.executable, 'setup.py', '--name', '--version'], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, universal_newlines=True, timeout=120, check=True)
+    assert run.stdout.split() == ['deepspeech_training', '0.1.0']
+
+
+def test_requirements_txt_is_the_training_set_under_the_tested_pins():
+    with open(os.path.join(ROOT, 'requirements.txt')) as lines:
+        options = [line.strip() for line in lines if line.strip() and not line.startswith('#')]
+    assert options == ['-c constraints.txt', '-r requirements/base.txt', '-r requirements/lm.txt']
+    with open(os.path.join(ROOT, 'requirements.txt')) as text:
+        assert '--no-build-isolation -c constraints.txt -r requirements/horovod.txt' in text.read()
+
+
+@pytest.mark.slow
+def test_editable_install_in_a_fresh_venv(tmp_path):
+    """pip install --no-deps -e . (DeepSpeech's pip3 install --upgrade -e .) in a fresh venv: the package
+    imports from the checkout (a copy: the build writes *.egg-info), and the console scripts are there."""
+    source = tmp_path / 'source'
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        '.git', '__pycache__', 'build', '*.egg-info', '.pytest_cache', '.hypothesis'))
+    venv = fresh_venv(tmp_path)
+    run_command([venv / 'bin' / 'python', '-m', 'pip', 'install', '--no-deps', '-e', '.'], cwd=source, timeout=300)
+    run = run_command([venv / 'bin' / 'python', '-c', 'import deepspeech_training, deepspeech_training.data as d; '
+                       'print(deepspeech_training.__file__); print(d.__file__)'], cwd=tmp_path)
+    assert run.output.split() == [str(source / 'training' / 'deepspeech_training' / '__init__.py'),
+                                  str(source / 'training' / 'deepspeech_training' / 'data' / '__init__.py')]
+    for script in CONSOLE_SCRIPTS:
+        path = venv / 'bin' / script
+        assert path.exists(), script
+        assert path.read_text().splitlines()[0] == '#!{}'.format(venv / 'bin' / 'python'), script
+    listed = run_command([venv / 'bin' / 'python', '-m', 'pip', 'show', 'deepspeech_training']).output
+    assert 'Version: 0.1.0' in listed and 'Editable project location: {}'.format(source) in listed
+
+
+@pytest.mark.slow
+def test_requirements_txt_resolves_to_the_tested_versions_in_a_fresh_venv(tmp_path):
+    """pip install -r requirements.txt --dry-run in a fresh venv: everything it would install is at the
+    version of constraints.txt (TensorFlow 2.15.1, ds_ctcdecoder 0.9.3, ...), and Horovod is left to its build."""
+    venv = fresh_venv(tmp_path)
+    report = tmp_path / 'report.json'
+    run_command([venv / 'bin' / 'python', '-m', 'pip', 'install', '-r', os.path.join(ROOT, 'requirements.txt'),
+                 '--dry-run', '--quiet', '--report', report], cwd=tmp_path, timeout=600)
+    with open(str(report)) as report_file:
+        chosen = {canonicalize_name(item['metadata']['name']): item['metadata']['version']
+                  for item in json.load(report_file)['install']}
+    pins = pinned_versions()
+    assert {name: version for name, version in chosen.items() if pins.get(name) != version} == {}
+    for name in ('tensorflow', 'ds-ctcdecoder', 'numpy', 'optuna', 'librosa', 'opuslib'):
+        assert name in chosen, name
+    assert 'horovod' not in chosen
