@@ -418,7 +418,7 @@ def test_rank_that_finds_a_file_gone_bad_ends_the_job_and_the_rerun_resumes(corp
     assert re.search(r'audio changed during training: {} row \d+: {}/\S+\.wav: cannot decode audio'
                      .format(data / 'train.csv', data), output), output[-3000:]
     assert re.search(r'Process name: [01]\nExit code: 1\n', output), output[-3000:]
-    assert re.search(r'\[rank [01]\] E 1 problem\(s\) in the input data', output), output[-3000:]
+    assert re.search(r'\[[01]\]<stderr>:E 1 problem\(s\) in the input data', output), output[-3000:]
     last = tf.train.latest_checkpoint(str(tmp_path / 'checkpoints'))
     assert last and load_and_read(last) > 0
     for wav in wavs:
@@ -427,3 +427,29 @@ def test_rank_that_finds_a_file_gone_bad_ends_the_job_and_the_rerun_resumes(corp
     rerun[rerun.index('--epochs') + 1] = 1
     done = run_command(rerun, timeout=240)
     assert start_step(done.output) == int(load_and_read(last))
+
+
+def epoch_loss(output, epoch=0):
+    return float(re.search(r'Finished training epoch {} - loss: ([\d.]+)'.format(epoch), output).group(1))
+
+
+def test_epoch_resumed_after_ctrl_c_reports_the_whole_epochs_loss(corpus, tmp_path):
+    """Ctrl-C after step 3 of epoch 0, then the command again with another --learning_rate: the resumed run
+    says where it resumed, that it trains --epochs more (and --total_epochs), that it keeps the checkpoint's
+    learning rate, and its epoch 0 loss is that of an uninterrupted run (not the mean of steps 4 on)."""
+    uninterrupted = tmp_path / 'uninterrupted'
+    flags = train_flags(corpus, uninterrupted)
+    flags[flags.index('--epochs') + 1] = 1
+    expected = epoch_loss(run_command(deepspeech_command(*flags), timeout=240).output)
+    run = Run(signal_at_step(3, signal.SIGINT) + deepspeech_command(*train_flags(corpus, tmp_path))[1:],
+              tmp_path / 'log-sigint')
+    assert run.wait(240) == 130, run.output()
+    flags = train_flags(corpus, tmp_path, '--learning_rate', 0.002)
+    flags[flags.index('--epochs') + 1] = 1
+    output = run_command(deepspeech_command(*flags), timeout=240).output
+    assert re.search(r'Resuming mid-epoch: epoch 0 at step 3 of \d+; its loss will be the mean over the whole epoch',
+                     output), output
+    assert 'Training --epochs 1 more epoch(s), up to epoch 1;' in output and '--total_epochs' in output
+    assert re.search(r'W continuing with the learning rate 0.001 of checkpoint \S+train-3, not --learning_rate '
+                     r'0.002; add --force_initialize_learning_rate', output), output
+    assert epoch_loss(output) == pytest.approx(expected, rel=1e-4), output

@@ -70,8 +70,10 @@ def test_smoke_two_ranks_train_and_test_only_rank_0_writes(corpus, traced_run):
     assert glob.glob(str(out / 'summaries' / 'train' / 'events.*'))
     assert changes_under(traced_calls(trace_dir, 0), out), 'the trace saw no write of rank 0 at all'
     assert changes_under(traced_calls(trace_dir, 1), out) == []
-    # infos come from rank 0 alone, but for the line each rank gives of what it computes on
-    infos_of_rank1 = [line for line in run.output.splitlines() if '[rank 1] I ' in line]
+    # infos come from rank 0 alone, but for the line each rank gives of what it computes on (horovodrun
+    # tags the lines with the rank: no [rank N] of ours)
+    assert '[rank ' not in run.output
+    infos_of_rank1 = [line for line in run.output.splitlines() if line.startswith('[1]<stdout>:I ')]
     assert len(infos_of_rank1) == 1 and 'Rank 1 of 2 computes on: CPU only' in infos_of_rank1[0], infos_of_rank1
 
 
@@ -261,6 +263,25 @@ def test_mpirun_launch_trains(tmp_path):
                       launcher='mpirun', timeout=180)
     assert 'learning rate 0.001 x 2 rank(s)' in run.output
     assert saved_variables(tmp_path / 'checkpoints')['global_step'] == 1
+
+
+@pytest.mark.skipif(not shutil.which('mpirun'), reason='no mpirun (apt-get install openmpi-bin libopenmpi-dev)')
+def test_horovodrun_output_is_one_tag_a_line_with_labelled_losses(corpus, tmp_path):
+    """horovodrun with MPI (its default when MPI is installed) tags each line mpirun reads: a line written in
+    two pieces, or a bar redrawn with '\\r', came out glued to the next tag; our own [rank N] doubled the tag.
+    The bar shows rank 0's running loss, the epoch line the mean over the ranks: both say so."""
+    run = run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '-np', 2, '-H', 'localhost:2']
+                      + deepspeech_command('--horovod', '--show_progressbar', *tiny_model_flags(tmp_path),
+                                           '--train_files', corpus / 'train.csv', '--train_batch_size', 1,
+                                           '--epochs', 1),
+                      timeout=240)
+    tag = re.compile(r'\[\d+,\d+\]<std(out|err)>:')
+    lines = run.output.splitlines()
+    assert any(tag.match(line) for line in lines), run.output[-3000:]
+    assert [line for line in lines if len(tag.findall(line)) > 1] == []
+    assert not re.search(r'<std(out|err)>:\[rank \d\]', run.output), run.output[-3000:]
+    assert re.search(r'\| Rank 0 loss: \d+\.\d{6}$', run.output, re.M), run.output[-3000:]
+    assert re.search(r'Finished training epoch 0 - loss: \d+\.\d{6} \(mean over 2 ranks\)', run.output)
 
 
 @pytest.fixture(scope='module')

@@ -28,7 +28,7 @@ WRITE_RELEASE_LAYOUT = os.path.join(ROOT, 'tests', 'helpers', 'write_release_lay
 
 def write_release_layout(source_checkpoint, directory, leave_out=()):
     """The variables of `source_checkpoint` (a checkpoint prefix) saved in `directory` as a release
-    checkpoint: without the LSTM's Adam moments and our epoch_position (and `leave_out`), with cuDNN's flat
+    checkpoint: without the LSTM's Adam moments and our epoch_position and epoch_loss (and `leave_out`), with cuDNN's flat
     opaque moments, and a best_dev_checkpoint naming it by the absolute path of the machine it was trained
     on. Written by tests/helpers/write_release_layout.py in a process of its own: no TF1 Session runs inside
     pytest (stop 29's CI hung silently in this file's first test, where one did). Returns the directory."""
@@ -85,8 +85,8 @@ def line_with(text, output):
 def test_load_cudnn_fine_tunes_a_release_checkpoint_and_keeps_its_transcripts(source, release, tmp_path):
     values, results, _ = source
     run = fine_tune(release, tmp_path, '--load_cudnn', '--learning_rate', 1e-5, '--force_initialize_learning_rate')
-    assert sorted(line_with('Initialised 5 missing variable(s): ', run.output).split(': ')[1].split(', ')) == \
-        sorted(LSTM_MOMENTS + ['epoch_position'])
+    assert sorted(line_with('Initialised 6 missing variable(s): ', run.output).split(': ')[1].split(', ')) == \
+        sorted(LSTM_MOMENTS + ['epoch_position', 'epoch_loss'])
     # without an epoch position the epoch is global_step // batches per epoch (3 samples, batch 1)
     assert 'Training from global step {} (epoch {})'.format(values['global_step'], values['global_step'] // 3) \
         in run.output

@@ -172,7 +172,9 @@ def test_sbatch_trains_on_two_nodes_as_localhost_does_and_only_rank_0_writes(clu
     assert job.wait_until_ended() == 'COMPLETED', job.output()[-5000:]
     output = job.output()
     for rank in (0, 1):
-        assert '[rank {}] I Rank {} of 2 computes on: CPU only'.format(rank, rank) in output, output[-5000:]
+        # srun does not tag the lines (we do), horovodrun does (we do not)
+        tag = '[rank {}] '.format(rank) if launcher == 'srun' else '[{}]<stdout>:'.format(rank)
+        assert tag + 'I Rank {} of 2 computes on: CPU only'.format(rank) in output, output[-5000:]
     started_by = {'srun': 'srun (Slurm job {}, step 0, PMIx)'.format(job.id), 'horovodrun': 'horovodrun (Gloo)'}
     assert output.count('started by ' + started_by[launcher]) == 2, output[-5000:]
     assert '1 rank(s) on this host' in output       # one rank on each node

@@ -80,8 +80,8 @@ def test_resume_continues_global_step_and_epochs_without_reinitialising(resumed_
 def test_checkpoint_has_deepspeech_variable_names_and_shapes(resumed_run):
     checkpoints = resumed_run[0]
     reader = tf.train.load_checkpoint(str(checkpoints / 'train-{}'.format(2 * STEPS_PER_EPOCH)))
-    # DeepSpeech 0.9's, and the epoch position (DeepSpeech's loader ignores variables its graph lacks)
-    assert reader.get_variable_to_shape_map() == dict(expected_variables(N_HIDDEN), epoch_position=[3])
+    # DeepSpeech 0.9's, and the epoch position and loss (DeepSpeech's loader ignores variables its graph lacks)
+    assert reader.get_variable_to_shape_map() == dict(expected_variables(N_HIDDEN), epoch_position=[3], epoch_loss=[2])
     assert reader.get_variable_to_dtype_map()['global_step'] == tf.int64
     assert (checkpoints / 'flags.txt').read_text().count('--n_hidden=32') == 1
     assert glob.glob(str(checkpoints / 'best_dev-*.index'))

@@ -193,7 +193,7 @@ def test_two_ranks_agree_and_both_fail_before_training(tmp_path, data):
     message = '{}: line 5: {}: 2 channels, expected mono'.format(csv_path, data / 'zz.wav')
     assert len([line for line in run.output.splitlines() if message in line]) == 2, run.output
     for rank in range(2):
-        assert '[rank {}] E 1 problem(s) in the input data'.format(rank) in run.output, run.output
+        assert '[{}]<stderr>:E 1 problem(s) in the input data'.format(rank) in run.output, run.output
     assert 'Training from global step' not in run.output
     assert not (tmp_path / 'checkpoints').exists() and not (tmp_path / 'summaries').exists()
 

@@ -1,5 +1,5 @@
 """Save a checkpoint's variables laid out as a DeepSpeech 0.9 / Coqui STT release checkpoint (trained with
-cuDNN): without the LSTM's Adam moments and our epoch_position (and the variables named after --leave_out),
+cuDNN): without the LSTM's Adam moments and our epoch_position and epoch_loss (and the variables named after --leave_out),
 with cuDNN's flat opaque moments, as best_dev-<global_step> in OUT_DIR, and a best_dev_checkpoint naming it
 by the absolute path of the machine it was trained on.
 
@@ -20,7 +20,7 @@ OPAQUE_MOMENTS = ['cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/Ada
 
 
 def release_values(values, leave_out=()):
-    left_out = LSTM_MOMENTS + ['epoch_position'] + list(leave_out)
+    left_out = LSTM_MOMENTS + ['epoch_position', 'epoch_loss'] + list(leave_out)
     release = {name: value for name, value in values.items() if name not in left_out}
     kernel, bias = values[LSTM + 'kernel'], values[LSTM + 'bias']
     for name in OPAQUE_MOMENTS:

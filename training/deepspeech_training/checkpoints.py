@@ -27,6 +27,7 @@ TRAIN_STATE = 'checkpoint'
 BEST_STATE = 'best_dev_checkpoint'
 BEST_LOSS_FILE = 'best_dev_loss.json'
 EPOCH_POSITION = 'epoch_position'    # the trainer's [epoch, batches done, batches planned]
+EPOCH_LOSS = 'epoch_loss'            # [loss sum, sample count] of the batches done, over all ranks
 # Trained with cuDNN, a checkpoint holds the LSTM's Adam moments as these flat vectors, not per variable.
 CUDNN_OPAQUE_ADAM = ('cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/Adam_1')
 CUDNN_MISSING = {'{}/{}/{}'.format(LSTM_SCOPE, variable, slot) for variable in ('kernel', 'bias')
@@ -118,7 +119,7 @@ def restore(session, path, drop_source_layers=0, keep=(), load_cudnn=False):
     """Restore every global variable from `path` but those in `keep` (except the dropped layers,
     which are initialised). A variable the checkpoint lacks is an error, never a silent
     re-initialisation, but for `learning_rate` (as DeepSpeech 0.9: older checkpoints have none), our
-    `epoch_position` (DeepSpeech's checkpoints have none) and, with `load_cudnn`, the LSTM's Adam
+    `epoch_position` and `epoch_loss` (DeepSpeech's checkpoints have none) and, with `load_cudnn`, the LSTM's Adam
     moments. Variables the graph lacks are ignored, but for --layer_norm's: without them the model would
     compute something else than it was trained to."""
     variables = [v for v in tfv1.global_variables() if v.op.name not in keep]
@@ -131,7 +132,7 @@ def restore(session, path, drop_source_layers=0, keep=(), load_cudnn=False):
     dropped = [v for v in variables if _dropped(v, drop_source_layers)]
     kept = [v for v in variables if not _dropped(v, drop_source_layers)]
     absent = [v for v in kept if v.op.name not in in_checkpoint]
-    allowed = {'learning_rate', EPOCH_POSITION} | (CUDNN_MISSING if load_cudnn else set())
+    allowed = {'learning_rate', EPOCH_POSITION, EPOCH_LOSS} | (CUDNN_MISSING if load_cudnn else set())
     missing = [v.op.name for v in absent if v.op.name not in allowed]
     if missing:
         raise _missing_error(path, missing, in_checkpoint)

@@ -15,13 +15,13 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 from . import precision
-from .checkpoints import EPOCH_POSITION, Checkpointer, check_space, checkpoint_bytes
+from .checkpoints import EPOCH_LOSS, EPOCH_POSITION, Checkpointer, check_space, checkpoint_bytes
 from .data.augmentations import Augmenter, parse_augmentations
 from .data.batching import eval_batches, train_batches
 from .data.feature_cache import open_feature_cache
 from .early_stopping import DevTracker
 from .graph import InputSet, LossTotals, build_forward, build_input, create_session, run_set, seed_graph, set_steps
-from .util.logging import log_info
+from .util.logging import log_info, log_warn
 
 
 def train_set(records, dist, config, training):
@@ -84,6 +84,8 @@ class TrainingProgress:
     batches_done: int = 0           # of the current epoch, out of ...
     batches_planned: int = 0        # ... the epoch's length when it was planned (0: not planned yet)
     steps_run: int = 0              # by this run, counted alike on every rank (global_step may not be)
+    loss_before: tuple = (0.0, 0.0)  # (loss sum, samples) over all ranks of the epoch's batches trained by
+                                     # an earlier run (resumed mid-epoch), so the epoch's loss is the whole epoch's
 
 
 class Summaries:
@@ -197,6 +199,13 @@ class Trainer:
                                                 trainable=False)
         self.new_position = tfv1.placeholder(tf.int64, [3])
         self.set_epoch_position = self.epoch_position.assign(self.new_position)
+        # The loss sum and sample count of the epoch's batches done, over all ranks, beside the position: a
+        # run resumed mid-epoch reports the whole epoch's mean loss. [0, 0] in a checkpoint without them.
+        self.epoch_loss = tfv1.get_variable(EPOCH_LOSS, initializer=tf.constant([0.0, 0.0], tf.float64),
+                                            trainable=False)
+        self.new_epoch_loss = tfv1.placeholder(tf.float64, [2])
+        self.set_epoch_loss = self.epoch_loss.assign(self.new_epoch_loss)
+        self.epoch_totals = LossTotals()   # this rank's, of the current epoch's batches run by this run
         self.rate = effective_learning_rate(self.learning_rate, self.global_step, dist.size_tensor(),
                                             self.training.n_batches(), training)
         optimizer = tfv1.train.AdamOptimizer(self.rate, beta1=training.beta1, beta2=training.beta2,
@@ -225,10 +234,12 @@ class Trainer:
         Interrupted after saving when a signal stopped the run."""
         checkpoints, training = self.settings.checkpoints, self.training_settings
         with create_session(self.dist, self.settings.session) as self.session, StopRequests() as self.stop_requests:
-            self.checkpointer.load_for_training(self.session, checkpoints.load_train, checkpoints.drop_source_layers,
-                                                checkpoints.load_cudnn)
+            loaded = self.checkpointer.load_for_training(self.session, checkpoints.load_train,
+                                                         checkpoints.drop_source_layers, checkpoints.load_cudnn)
             if training.force_initialize_learning_rate:
                 self.session.run(self.set_learning_rate, {self.new_rate: training.learning_rate})
+            elif loaded not in ('init', 'broadcast from rank 0'):
+                self._warn_kept_learning_rate(loaded)
             self._write_flags(flags_text)
             tracker = DevTracker(self.checkpointer.best_dev_loss() if self.dist.is_chief else math.inf,
                                  training.es_min_delta, training.es_epochs if training.early_stop else None,
@@ -255,6 +266,7 @@ class Trainer:
             first_batch = self._plan_epoch(progress)
             if first_batch < progress.batches_planned:     # else a reset came during this epoch's validation
                 started, totals = time.time(), LossTotals()
+                self.epoch_totals = totals
                 for values in set_steps(self.session, self.training, self.forward, progress.epoch, self.train_fetches,
                                         self.train_feed, first_batch, totals):
                     self.summaries.scalars('train', values['step'], step_loss=values['mean_loss'],
@@ -267,6 +279,7 @@ class Trainer:
             if self.validations and self._validate(progress):
                 break
             progress.epoch, progress.batches_done, progress.batches_planned = progress.epoch + 1, 0, 0
+            progress.loss_before, self.epoch_totals = (0.0, 0.0), LossTotals()
             state.commit()
 
     def _start(self, state):
@@ -276,6 +289,7 @@ class Trainer:
             self._resume_position(progress)
             progress.end_epoch, progress.first_epoch = end_epochs(progress.epoch, self.training_settings.epochs,
                                                                   self.training_settings.total_epochs)
+            self._log_resume(progress)
         if self.training.input_set.augmenter:   # A:B ranges run over the epochs, on joiners too
             self.training.input_set.augmenter.first_epoch = progress.first_epoch
         for iterator in [self.training] + self.validations:
@@ -297,6 +311,28 @@ class Trainer:
         elif planned and done == planned:
             epoch, done, planned = epoch + 1, 0, 0
         progress.epoch, progress.batches_done, progress.batches_planned = epoch, done, planned
+        progress.loss_before = tuple(float(value) for value in self.session.run(self.epoch_loss)) if done else (0.0, 0.0)
+
+    def _log_resume(self, progress):
+        """Say where a run from a checkpoint resumes and how far it will train."""
+        training = self.training_settings
+        if progress.batches_done:
+            log_info('Resuming mid-epoch: epoch {} at step {} of {}{}'.format(
+                progress.epoch, progress.batches_done, progress.batches_planned,
+                '; its loss will be the mean over the whole epoch' if progress.loss_before[1] else
+                ' (the checkpoint has no loss of the steps done: the epoch\'s loss will be that of the steps '
+                'run from here)'))
+        if not training.total_epochs and (progress.epoch or progress.batches_done):
+            log_info('Training --epochs {} more epoch(s), up to epoch {}; to stop at the same epoch however '
+                     'often the command is rerun (a resumed or requeued run), give --total_epochs instead'
+                     .format(training.epochs, progress.end_epoch))
+
+    def _warn_kept_learning_rate(self, path):
+        """DeepSpeech 0.9 keeps the checkpoint's learning rate over --learning_rate: say so when they differ."""
+        kept, given = float(self.session.run(self.learning_rate)), self.training_settings.learning_rate
+        if not math.isclose(kept, given, rel_tol=1e-6):
+            log_warn('continuing with the learning rate {:g} of checkpoint {}, not --learning_rate {:g}; add '
+                     '--force_initialize_learning_rate to start from --learning_rate'.format(kept, path, given))
 
     def _plan_epoch(self, progress):
         """Plan the current epoch for the ranks there are now; returns its first batch (after an elastic
@@ -332,12 +368,20 @@ class Trainer:
         state.check_host_updates()
 
     def _finish_epoch(self, progress, totals, seconds_per_step):
-        loss_sum, count = self.dist.sum(self.session, [totals.loss_sum, totals.count])
-        log_info('Finished training epoch {} - loss: {:.6f}, effective learning rate: {:g}, {:.3f} s/step'
-                 .format(progress.epoch, loss_sum / count, self.session.run(self.rate), seconds_per_step))
+        loss_sum, count = self._epoch_loss(progress, totals)
+        log_info('Finished training epoch {} - loss: {:.6f}{}, effective learning rate: {:g}, {:.3f} s/step'
+                 .format(progress.epoch, loss_sum / count,
+                         ' (mean over {} ranks)'.format(self.dist.size) if self.dist.size > 1 else '',
+                         self.session.run(self.rate), seconds_per_step))
         self.summaries.scalars('train', self.session.run(self.global_step), loss=loss_sum / count)
         if self.feature_cache:
             self.feature_cache.save()
+
+    def _epoch_loss(self, progress, totals):
+        """(loss sum, sample count) over all ranks of the current epoch's batches done: `totals` (this
+        rank's, of this run) summed over the ranks, plus those of an earlier run resumed mid-epoch."""
+        loss_sum, count = self.dist.sum(self.session, [totals.loss_sum, totals.count])
+        return loss_sum + progress.loss_before[0], count + progress.loss_before[1]
 
     def _save_train(self, state, commit=True):
         """Save the train checkpoint with the epoch position; commit unless `commit` is False (the
@@ -353,6 +397,8 @@ class Trainer:
         """Put `progress`'s epoch position into the variable the next checkpoint saves."""
         self.session.run(self.set_epoch_position, {self.new_position: [progress.epoch, progress.batches_done,
                                                                       progress.batches_planned]})
+        # A collective: every rank stores its position (saves are agreed), rank 0's is saved.
+        self.session.run(self.set_epoch_loss, {self.new_epoch_loss: self._epoch_loss(progress, self.epoch_totals)})
 
     def _validate(self, progress):
         """Validate, save best_dev, reduce the learning rate on a plateau; True when training should stop

@@ -4,6 +4,7 @@ errors to stderr; when stdout carries a result (--one_shot_infer's transcript) e
 
 The rank is asked of the process's `dist` (distributed.py) at every message, so an elastic reset that
 renumbers the ranks needs no call here."""
+import os
 import sys
 
 import progressbar
@@ -13,13 +14,21 @@ class _OneProcess:
     rank, size = 0, 1
 
 
-_state = {'dist': _OneProcess(), 'show_progressbar': True, 'logs_to_stderr': False}
+_state = {'dist': _OneProcess(), 'show_progressbar': True, 'tagged': False, 'logs_to_stderr': False}
 
 
-def configure(dist=None, show_progressbar=True, logs_to_stderr=False):
+def launcher_tags_lines(env):
+    """True when the launcher prefixes each output line with the rank itself: horovodrun (`[0]<stdout>:`
+    under Gloo; `--tag-output` to mpirun, `[1,0]<stdout>:`), `mpirun --tag-output`, `srun --label`."""
+    return ('HOROVOD_GLOO_RENDEZVOUS_ADDR' in env or env.get('OMPI_MCA_orte_tag_output', '').lower() in ('1', 'true')
+            or env.get('SLURM_LABELIO') == '1')
+
+
+def configure(dist=None, show_progressbar=True, env=None, logs_to_stderr=False):
     """Log as `dist`'s rank (anything with `rank` and `size`; None: one process); infos and bars to stderr
     too if `logs_to_stderr` (stdout is then the command's result alone)."""
-    _state.update(dist=dist or _OneProcess(), show_progressbar=show_progressbar, logs_to_stderr=logs_to_stderr)
+    _state.update(dist=dist or _OneProcess(), show_progressbar=show_progressbar,
+                  tagged=launcher_tags_lines(os.environ if env is None else env), logs_to_stderr=logs_to_stderr)
 
 
 def _info_stream():
@@ -32,9 +41,13 @@ def _is_chief():
 
 def _emit(level, message):
     dist = _state['dist']
-    prefix = '[rank {}] '.format(dist.rank) if dist.size > 1 else ''
-    print('{}{} {}'.format(prefix, level, message), file=sys.stderr if level != 'I' else _info_stream(),
-          flush=True)
+    # Not when the launcher prefixes the line with the rank already ('[1,0]<stdout>:[rank 0] I ...').
+    prefix = '[rank {}] '.format(dist.rank) if dist.size > 1 and not _state['tagged'] else ''
+    stream = sys.stderr if level != 'I' else _info_stream()
+    # One write with its newline: unbuffered (PYTHONUNBUFFERED), print() writes the text and the newline
+    # apart, and mpirun, which tags what it reads as it comes, then glues the next line's tag to this one.
+    stream.write('{}{} {}\n'.format(prefix, level, message))
+    stream.flush()
 
 
 def log_info(message):
@@ -55,6 +68,15 @@ def log_error(message):
     _emit('E', message)
 
 
+class _Text(progressbar.Variable):
+    """A Variable shown as the string it is given (progressbar2's Variable turns a number-like string
+    into a float shown with `precision` characters)."""
+
+    def __call__(self, progress, data, format=None):
+        value = data['variables'][self.name]
+        return self.format.format(name=self.name, formatted_value='-' * self.width if value is None else value)
+
+
 class Progress:
     """A progressbar2 bar with the running mean loss (unless show_loss=False), shown on the chief only."""
 
@@ -65,10 +87,17 @@ class Progress:
             widgets = [label, ' | ', progressbar.Timer(), ' | {}: '.format(unit), progressbar.Counter(), '/',
                        str(max_value)]
             if show_loss:
-                widgets += [' | ', progressbar.Variable('loss', format='Loss: {formatted_value}')]
+                # The value is formatted here (update()); the Variable's default precision of 3 would cut
+                # that string to three characters ('71.' for 71.364600). Under Horovod the bar shows this
+                # rank's (rank 0's) running mean; the epoch line gives the mean over all ranks.
+                name = 'Loss' if _state['dist'].size == 1 else 'Rank 0 loss'
+                widgets += [' | ', _Text('loss', format=name + ': {formatted_value}')]
+            # Under several ranks, a line per update: mpirun gives the ranks a terminal (the bar would then
+            # redraw its line with '\r'), but tags and glues what it reads into one endless line.
             to_stderr = _state['logs_to_stderr']
             self.bar = progressbar.ProgressBar(max_value=max_value, widgets=widgets, fd=_info_stream(),
-                                               redirect_stdout=not to_stderr, redirect_stderr=to_stderr).start()
+                                               redirect_stdout=not to_stderr, redirect_stderr=to_stderr,
+                                               line_breaks=True if _state['dist'].size > 1 else None).start()
 
     def update(self, step, mean_loss=None):
         if self.bar:
