@@ -27,7 +27,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')     # augmentations.py imports TensorFlow: no start-up noise
+from deepspeech_training.entry import quiet_tensorflow  # noqa: E402
+quiet_tensorflow('2')     # augmentations.py imports TensorFlow: as the entry points do, without its start-up noise
 import numpy as np  # noqa: E402
 import soundfile  # noqa: E402
 from ds_ctcdecoder import UTF8Alphabet  # noqa: E402

@@ -152,7 +152,7 @@ def test_installed_console_scripts_train_test_and_transcribe_outside_the_checkou
     shutil.copy(os.path.join(SMOKE_DIR, 'hello_world.wav'), wav)
     run = run_command([venv / 'bin' / 'deepspeech-transcribe', '--src', wav, '--n_hidden', 32,
                        '--checkpoint_dir', work / 'checkpoints'], cwd=work)
-    assert '{}: '.format(wav) in run.output and (work / 'hello_world.wav.tlog').exists()
+    assert '{}: '.format(wav) in run.output and (work / 'hello_world.tlog').exists()
 
     for script in ('deepspeech-generate-lm', 'deepspeech-generate-scorer-package'):
         run = run_command([venv / 'bin' / script, '--help'], cwd=work)
