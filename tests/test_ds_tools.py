@@ -160,9 +160,9 @@ def test_import_ldc93s1_uses_files_in_place_and_writes_deepspeech_csv(tmp_path):
         'wav_filename,wav_filesize,transcript\n{},{},she had your dark suit in greasy wash water all year\n'
         .format(wav, wav.stat().st_size))
     sys.path.insert(0, os.path.join(ROOT, 'training'))
-    from deepspeech_training.data.samples import read_csv
+    from deepspeech_training.data.samples import read_records
     from deepspeech_training.util.text import load_alphabet
-    record, = read_csv(str(data / 'ldc93s1.csv'), load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt')))
+    record, = read_records([str(data / 'ldc93s1.csv')], load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt')))
     assert record.audio_path == str(wav) and record.transcript.startswith('she had')
 
 

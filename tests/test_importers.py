@@ -15,7 +15,7 @@ import pytest
 import soundfile
 from conftest import ALPHABET, ROOT
 from deepspeech_training.data.importers import normalize_transcript
-from deepspeech_training.data.samples import read_csv
+from deepspeech_training.data.samples import read_records
 from deepspeech_training.util.text import load_alphabet
 
 needs_tools = pytest.mark.skipif(shutil.which('espeak-ng') is None or shutil.which('ffmpeg') is None,
@@ -76,7 +76,7 @@ def csv_rows(path, alphabet=ALPHABET):
         reader = csv.DictReader(csv_file)
         assert reader.fieldnames == ['wav_filename', 'wav_filesize', 'transcript']
         rows = list(reader)
-    assert len(read_csv(path, load_alphabet(alphabet))) == len(rows)
+    assert len(read_records([path], load_alphabet(alphabet))) == len(rows)
     for row in rows:
         wav_path = os.path.join(os.path.dirname(path), row['wav_filename'])
         assert int(row['wav_filesize']) == os.path.getsize(wav_path)

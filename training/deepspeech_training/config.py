@@ -36,6 +36,7 @@ class Config:
     feature_win_len: int = 32   # ms, as exported in the model's metadata
     feature_win_step: int = 20
     read_buffer: int = 1 << 20  # bytes, --read_buffer: the largest read of a batch of .sdb / shard samples
+    data_cache_dir: str = None  # --data_cache_dir: audio headers and container indexes kept between runs
 
     @property
     def window_width(self):
@@ -165,6 +166,7 @@ def config_from_flags():
         feature_win_len=FLAGS.feature_win_len,
         feature_win_step=FLAGS.feature_win_step,
         read_buffer=parse_size(FLAGS.read_buffer),
+        data_cache_dir=FLAGS.data_cache_dir or None,
     )
 
 

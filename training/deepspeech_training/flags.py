@@ -17,6 +17,8 @@ FLAGS = flags.FLAGS
 DEFAULT_DATA_HOME = os.path.join(os.environ.get('XDG_DATA_HOME', os.path.expanduser('~/.local/share')),
                                  'deepspeech')
 LOAD_METHODS = ['auto', 'best', 'last', 'init']
+DEFAULT_CACHE_HOME = os.path.join(os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')),
+                                  'deepspeech-training')
 DEFAULT_ALPHABET = 'data/alphabet.txt'
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 SIZE_UNITS = {'': 1, 'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40}
@@ -57,6 +59,10 @@ def create_flags():
     f.DEFINE_string('read_buffer', '1MB', 'largest single read of sample databases (.sdb) and tar shards (a batch\'s '
                     'samples side by side are read in one), e.g. 512KB, 1MB, 1GB (as DeepSpeech 0.9: binary units, '
                     'plain digits are bytes)')
+    f.DEFINE_string('data_cache_dir', os.path.join(DEFAULT_CACHE_HOME, 'data'),
+                    'folder for what the input check learns and a next run of the same data reuses: the audio '
+                    'headers of each CSV\'s files (known unchanged by size, mtime, ctime and inode) and the indexes '
+                    'of .sdb files and tar shards that have no .index file beside them; "" for none')
     f.DEFINE_boolean('normalize_sample_rate', True, 'resample audio whose rate differs from --audio_sample_rate')
     f.DEFINE_integer('limit_train', 0, 'use at most this many train samples (0 = all)', lower_bound=0)
     f.DEFINE_integer('limit_dev', 0, 'use at most this many dev samples per dev set (0 = all)', lower_bound=0)

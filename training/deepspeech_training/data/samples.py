@@ -1,51 +1,20 @@
 """Reading DeepSpeech sources (CSV files, sample databases, tar shards) into sample records (path, size,
-transcript, labels). No audio is decoded here: records are cheap, so they can be sorted, limited and sharded before
-any sample is read.
+labels: records.py's columns). No audio is decoded here: records are cheap, so they can be sorted, limited
+and sharded before any sample is read.
 """
 import csv
 import os
-from dataclasses import dataclass
+
+import numpy as np
 
 from . import byte_ranges, opus, sdb, tar_shards
-from ..util.text import TranscriptError, transcript_to_labels
+from .records import Columns, LabelEncoder, Records, SampleRecord, sample_where  # noqa: F401 (the names users import)
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
 MAX_LISTED_PROBLEMS = 20
+CSV_CHUNK = 1 << 16         # rows encoded at once: arrays, not a list of a million rows
 WAV_HEADER_BYTES = 44       # an Opus sample's size is that of its PCM as a WAV file, comparable to a CSV's
 DEFAULT_READ_BUFFER = 1 << 20
-
-
-@dataclass(frozen=True)
-class SampleRecord:
-    audio_path: str        # absolute, or relative to the working directory; or the .sdb file or tar shard
-    filesize: int          # of the audio file, or of the sample's audio in its .sdb (Opus: as a WAV file) or shard
-    transcript: str
-    labels: tuple
-    source: str            # the CSV, .sdb or shard the sample came from
-    row: int               # line number in that CSV (the header is line 1), or sample number in the .sdb or shard
-    offset: int = None     # byte offset of the sample's .sdb entry or shard member data; None for a file of its own
-    length: int = None     # bytes of that entry (its length field included) or member data: what a batch reads
-
-    @property
-    def audio_name(self):
-        """The audio as DeepSpeech names it: its file, or `db.sdb:N` for sample N of a database (or shard)."""
-        return self.audio_path if self.offset is None else '{}:{}'.format(self.audio_path, self.row)
-
-    @property
-    def audio_key(self):
-        """What identifies the audio: (path, None) for a file, (container, offset) for a sample in one."""
-        return self.audio_path, self.offset
-
-    @property
-    def where(self):
-        """Where a user finds the sample, for messages."""
-        if self.offset is None:
-            return '{}: line {}: {}'.format(self.source, self.row, self.audio_path)
-        return sample_where(self.source, self.row, self.offset)
-
-
-def sample_where(container, number, offset):
-    return '{}: sample {} (at byte {})'.format(container, number, offset)
 
 
 class DataError(ValueError):
@@ -60,37 +29,70 @@ class DataError(ValueError):
         super().__init__('\n'.join(lines))
 
 
-def read_csv(csv_path, alphabet, skipped=None):
-    """All records of one CSV; raises DataError listing every malformed row. With `alphabet` None the
-    transcripts are not read (an unlabeled set: the column may be missing). With a list as `skipped`, a
-    sample whose transcript the alphabet cannot encode (or an empty one) is left out and its problem
-    appended there instead (--skip_invalid_samples)."""
-    records, problems = [], []
-    columns = CSV_COLUMNS if alphabet else CSV_COLUMNS[:2]
-    base = os.path.dirname(os.path.abspath(csv_path))
+def add_csv(columns, csv_path, skipped=None):
+    """Add the samples of one CSV to `columns`; raises DataError listing every malformed row. With an
+    unlabeled `columns` (no encoder) the transcripts are not read (the column may be missing). With a list
+    as `skipped`, a sample whose transcript the alphabet cannot encode (or an empty one) is left out and its
+    problem appended there instead (--skip_invalid_samples)."""
     looks_like = binary_kind(csv_path)
     if looks_like:
         raise DataError(['{}: not a CSV file: {}'.format(csv_path, looks_like)])
+    source_id, problems = columns.add_source(csv_path), []
     try:
         # utf-8-sig: a byte-order mark (spreadsheet exports) must not hide the first column's name.
         with open(csv_path, encoding='utf-8-sig', newline='') as csv_file:
-            reader = csv.DictReader(csv_file)
-            missing = [c for c in columns if c not in (reader.fieldnames or [])]
-            if missing:
-                raise DataError(['{}: line 1: missing column(s) {} (the header is "{}"); a DeepSpeech CSV starts '
-                                 'with the header "{}"'.format(csv_path, ', '.join(missing),
-                                                               ','.join(reader.fieldnames or []),
-                                                               ','.join(CSV_COLUMNS))])
+            reader = csv.reader(csv_file)
+            fields = _header(reader, csv_path, CSV_COLUMNS if columns.encoder else CSV_COLUMNS[:2])
+            chunk = []
             for row in reader:
-                line = reader.line_num
-                record = _record_from_row(row, csv_path, line, base, alphabet, columns, problems, skipped)
-                if record:
-                    records.append(record)
+                if row:         # (as csv.DictReader: an empty line is no row)
+                    chunk.append((reader.line_num, row))
+                if len(chunk) == CSV_CHUNK:
+                    _add_rows(columns, source_id, csv_path, chunk, fields, problems, skipped)
+                    chunk = []
+            _add_rows(columns, source_id, csv_path, chunk, fields, problems, skipped)
     except UnicodeDecodeError as error:
         raise DataError(_utf8_problems(csv_path, error)) from None
+    except csv.Error as error:
+        raise DataError(['{}: line {}: {} (a DeepSpeech CSV is comma-separated text, transcripts with commas or '
+                         'quotes in double quotes)'.format(csv_path, reader.line_num, error)]) from None
     if problems:
         raise DataError(problems)
-    return records
+
+
+def _header(reader, csv_path, required):
+    """{column: field index} of the columns `required` (and of the transcript, if there), from the first row."""
+    names = next(reader, [])
+    missing = [c for c in required if c not in names]
+    if missing:
+        raise DataError(['{}: line 1: missing column(s) {} (the header is "{}"); a DeepSpeech CSV starts '
+                         'with the header "{}"'.format(csv_path, ', '.join(missing), ','.join(names),
+                                                       ','.join(CSV_COLUMNS))])
+    return [names.index(c) for c in required], len(names)
+
+
+def _add_rows(columns, source_id, csv_path, chunk, fields, problems, skipped):
+    """Check and add (line, row) pairs of a CSV: their fields, file sizes and transcripts."""
+    (indices, width), good = fields, []
+    for line, row in chunk:
+        where = '{}: line {}'.format(csv_path, line)
+        if len(row) > width or len(row) <= max(indices):      # (csv.DictReader's rule: extra columns may be empty)
+            problems.append('{}: expected {} fields (quote transcripts that contain commas)'
+                            .format(where, len(indices)))
+            continue
+        try:
+            good.append((line, row[indices[0]], int(row[indices[1]]), row[indices[2]] if len(indices) > 2 else None))
+        except ValueError:
+            problems.append('{}: {}: wav_filesize {!r} is not an integer (it is the file size in bytes)'
+                            .format(where, row[indices[0]], row[indices[1]]))
+    if not good:
+        return
+    lines, paths, sizes, transcripts = (list(column) for column in zip(*good))
+    bad = columns.add_files(source_id, lines, paths, sizes, transcripts if len(indices) > 2 else None)
+    by_line = dict(zip(lines, paths))
+    for line, message in sorted(bad.items()):
+        (problems if skipped is None else skipped).append('{}: line {}: {}: {}'.format(csv_path, line, by_line[line],
+                                                                                        message))
 
 
 def _utf8_problems(csv_path, error):
@@ -105,46 +107,6 @@ def _utf8_problems(csv_path, error):
                 problems.append('{}: line {}: not valid UTF-8 (byte 0x{:02x} at byte {} of the line); {}'
                                 .format(csv_path, number, line[bad.start], bad.start + 1, fix))
     return problems or ['{}: not valid UTF-8 ({}); {}'.format(csv_path, error, fix)]
-
-
-def _record_from_row(row, csv_path, line, base, alphabet, columns, problems, skipped=None):
-    where = '{}: line {}'.format(csv_path, line)
-    if None in row or any(row[c] is None for c in columns):
-        problems.append('{}: expected {} fields (quote transcripts that contain commas)'
-                        .format(where, len(columns)))
-        return None
-    wav = row['wav_filename']
-    try:
-        filesize = int(row['wav_filesize'])
-    except ValueError:
-        problems.append('{}: {}: wav_filesize {!r} is not an integer (it is the file size in bytes)'
-                        .format(where, wav, row['wav_filesize']))
-        return None
-    try:
-        transcript, labels = _labels(alphabet, row['transcript'] if alphabet else None)
-    except TranscriptError as error:
-        (problems if skipped is None else skipped).append('{}: {}: {}'.format(where, wav, error))
-        return None
-    return SampleRecord(_resolve(base, wav), filesize, transcript, labels, csv_path, line)
-
-
-def _labels(alphabet, transcript):
-    """(transcript, labels) as a record keeps them; (None, ()) in an unlabeled set (`alphabet` None).
-    Raises TranscriptError."""
-    if not alphabet:
-        return None, ()
-    return transcript, tuple(transcript_to_labels(alphabet, transcript))
-
-
-def _contained_record(path, number, offset, length, size, transcript, alphabet, problems, skipped=None):
-    """The record of sample `number` of a .sdb or tar shard (`length` bytes at `offset`), or None with its
-    problem appended (to `skipped` if a list is given: a transcript problem is then not an error)."""
-    try:
-        transcript, labels = _labels(alphabet, transcript)
-    except TranscriptError as error:
-        (problems if skipped is None else skipped).append('{}: {}'.format(sample_where(path, number, offset), error))
-        return None
-    return SampleRecord(path, size, transcript, labels, path, number, offset, length)
 
 
 def _resolve(base, wav):
@@ -185,17 +147,16 @@ def binary_kind(path, sniff=4096):
     return ''
 
 
-def read_sdb(path, alphabet, skipped=None):
-    """All records of one sample database: its index, and of each entry its lengths, transcript and Opus
-    header, in small positioned reads (the audio is read later, and only by the rank that trains on it);
-    raises DataError listing every transcript the alphabet cannot encode, or the first corrupt entry.
-    With `alphabet` None the transcripts are not read (an unlabeled set)."""
-    records, problems = [], []
+def add_sdb(columns, path, skipped=None):
+    """Add the samples of one sample database to `columns`: its index, and of each entry its lengths,
+    transcript and Opus header; raises DataError listing every transcript the alphabet cannot encode, or the
+    first corrupt entry."""
     try:
         with sdb.Database(path) as database:
-            if alphabet and not database.labeled:
+            if columns.encoder and not database.labeled:
                 raise DataError(['{}: a sample database without transcripts (written with --unlabeled): training '
                                  'and testing need them'.format(path)])
+            lengths, sizes, transcripts = [], [], []
             for number, offset in enumerate(database.offsets):
                 entry = database.entry(offset, audio_bytes=opus.HEADER.size)
                 size = entry.audio_length
@@ -204,57 +165,63 @@ def read_sdb(path, alphabet, skipped=None):
                         size = opus.read_header(entry.audio)[0] + WAV_HEADER_BYTES
                     except opus.OpusError as error:
                         raise sdb.SdbError(path, offset, 'sample {}: {}'.format(number, error)) from None
-                records.append(_contained_record(path, number, offset, entry.size, size, entry.transcript, alphabet,
-                                                 problems, skipped))
+                lengths.append(entry.size)
+                sizes.append(size)
+                transcripts.append(entry.transcript)
+            offsets = database.offsets
     except sdb.SdbError as error:
         raise DataError([str(error)]) from None
-    if problems:
-        raise DataError(problems)
-    return [r for r in records if r]
+    _add_contained(columns, path, offsets, lengths, sizes, transcripts, skipped)
 
 
-def read_tar(path, alphabet, skipped=None):
-    """All records of one tar shard (tar_shards.py), transcripts checked as a CSV's."""
+def add_tar(columns, path, skipped=None):
+    """Add the samples of one tar shard (tar_shards.py) to `columns`, transcripts checked as a CSV's."""
     try:
         samples = tar_shards.read_samples(path)
     except tar_shards.ShardError as error:
         raise DataError([str(error)]) from None
-    problems = []
-    records = [_contained_record(path, number, offset, size, size, transcript, alphabet, problems, skipped)
-               for number, (_, offset, size, transcript) in enumerate(samples)]
-    if problems:
+    offsets, sizes, transcripts = ([s[i] for s in samples] for i in (1, 2, 3))
+    _add_contained(columns, path, offsets, sizes, sizes, transcripts, skipped)
+
+
+def _add_contained(columns, path, offsets, lengths, sizes, transcripts, skipped):
+    bad = columns.add_contained(columns.add_source(path), list(range(len(offsets))), offsets, lengths, sizes,
+                                transcripts if columns.encoder else None)
+    problems = ['{}: {}'.format(sample_where(path, number, offsets[number]), message)
+                for number, message in sorted(bad.items())]
+    if problems and skipped is None:
         raise DataError(problems)
-    return [r for r in records if r]
+    if problems:
+        skipped.extend(problems)
 
 
-def read_one(path, alphabet, skipped=None):
+def add_source(columns, path, skipped=None):
     if sdb.is_sdb(path):
-        return read_sdb(path, alphabet, skipped)
+        return add_sdb(columns, path, skipped)
     if byte_ranges.is_url(path) and not tar_shards.is_tar(path):
         raise DataError(['{}: only sample databases (.sdb) and tar shards (.tar) are read from a URL; a CSV and '
                          'its WAV files must be on a filesystem'.format(path)])
-    return read_tar(path, alphabet, skipped) if tar_shards.is_tar(path) else read_csv(path, alphabet, skipped)
+    return add_tar(columns, path, skipped) if tar_shards.is_tar(path) else add_csv(columns, path, skipped)
 
 
 def read_records(paths, alphabet, skipped=None):
     """Records of CSV files, sample databases (.sdb) and tar shards (paths or patterns), in the order of
-    their files (`alphabet` None: unlabeled; `skipped`: as read_csv's)."""
-    problems, records = [], []
+    their files (`alphabet` None: unlabeled; `skipped`: as add_csv's)."""
+    problems, columns = [], Columns(LabelEncoder(alphabet) if alphabet else None)
     for path in tar_shards.expand_all(paths):
         try:
-            records.extend(read_one(path, alphabet, skipped))
+            add_source(columns, path, skipped)
         except DataError as error:
             problems.extend(error.problems)
     if problems:
         raise DataError(problems)
-    return records
+    return Records(columns.finish())
 
 
 def read_sources(paths, alphabet, limit=0, reverse=False, skipped=None):
     """Records of several CSVs and sample databases merged, sorted by audio size (as DeepSpeech: similar
     lengths batch together), shortest first unless `reverse`, cut to the first `limit` when limit > 0
-    (`skipped`: as read_csv's; samples are left out before the limit applies)."""
-    records = read_records(paths, alphabet, skipped)
-    records.sort(key=lambda r: r.filesize, reverse=reverse)
+    (`skipped`: as add_csv's; samples are left out before the limit applies)."""
+    records = read_records(paths, alphabet, skipped).sorted_by_size(reverse)
     return records[:limit] if limit > 0 else records
 

@@ -18,25 +18,20 @@ samples, before any collective of training starts.
 import math
 import os
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
-import soundfile
+import numpy as np
 import tensorflow.compat.v1 as tfv1
 
-from . import opus, sdb, tar_shards
 from .audio import RecordAudio
 from .feeding import frame_count
+from .headers import (EMPTY, HEADER_FIELDS, MISSING, NOT_AUDIO, STAMP_FIELDS, UNREADABLE,  # noqa: F401 (kinds)
+                      Header, HeaderCache, path_key, read_header, read_sample_header, stamp)
 from ..util.logging import Progress, log_info, log_warn
 from .samples import DEFAULT_READ_BUFFER, DataError
-from ..util.text import ctc_min_frames
 
-# Problem kinds, as counted in the --skip_invalid_samples summary.
-MISSING = 'missing file'
-UNREADABLE = 'unreadable file'
-EMPTY = 'empty audio'
-NOT_AUDIO = 'corrupt or not a WAV file'
+# Problem kinds, as counted in the --skip_invalid_samples summary (with those of headers.py).
 SAMPLE_RATE = 'wrong sample rate'
 CHANNELS = 'not mono'
 TOO_LONG = 'transcript too long for the audio'
@@ -46,60 +41,9 @@ POOL_MIN_PATHS = 256    # below this a pool does not pay for itself
 PROGRESS_MIN_PATHS = 2000
 MAX_WORKERS = 16        # header reads are I/O-bound: more threads than cores help on network filesystems
 EXAMPLES = 5            # examples per summary of skipped samples
-
-
-@dataclass(frozen=True)
-class Header:
-    sample_rate: int
-    channels: int
-    frames: int
-
-
-def read_header(path):
-    """The audio header of `path` as a Header, or a (kind, what is wrong and how to fix it) pair."""
-    try:
-        size = os.stat(path).st_size
-    except FileNotFoundError:
-        return MISSING, 'audio file not found (paths in a CSV are relative to the CSV\'s folder)'
-    except OSError as error:
-        return UNREADABLE, 'cannot read the audio file: {} (check its permissions)'.format(error.strerror or error)
-    if not os.path.isfile(path):
-        return MISSING, 'not a file (wav_filename must name an audio file)'
-    if size == 0:
-        return EMPTY, 'the audio file is empty (0 bytes): re-create it, or remove the row'
-    try:
-        info = soundfile.info(path)
-    except Exception as error:  # noqa: BLE001 -- LibsndfileError, RuntimeError, and whatever a bad file raises
-        try:
-            with open(path, 'rb'):
-                pass
-        except OSError as os_error:
-            return UNREADABLE, 'cannot read the audio file: {} (check its permissions)'.format(
-                os_error.strerror or os_error)
-        reason = str(getattr(error, 'error_string', None) or error).strip().rstrip('.')
-        return NOT_AUDIO, ('not a readable audio file ({}); expected a 16-bit PCM mono WAV file (re-encode it, '
-                           'e.g. sox in.wav -b 16 -c 1 -r 16000 out.wav, or remove the row)'.format(reason))
-    return Header(int(info.samplerate), int(info.channels), int(info.frames))
-
-
-def read_sample_header(record_audio, record):
-    """read_header() of a sample inside a .sdb or tar shard, through `record_audio` (a RecordAudio): only its
-    header is read (a WAV file's chunks, or the Opus framing's header; its packets are checked when decoded)."""
-    try:
-        audio_type, audio_file = record_audio.audio_file(record)
-        if audio_type == sdb.OPUS:
-            pcm_length, rate, channels, width = opus.check_header(audio_file.read(opus.HEADER.size))
-            return Header(rate, channels, pcm_length // (channels * width))
-        info = soundfile.info(audio_file)
-    except OSError as error:
-        return UNREADABLE, 'cannot read {}: {} (check its permissions)'.format(record.audio_path,
-                                                                               error.strerror or error)
-    except (sdb.SdbError, tar_shards.ShardError, opus.OpusError) as error:
-        return NOT_AUDIO, 'corrupt sample: {} (write the file again, e.g. with bin/data_set_tool.py)'.format(error)
-    except Exception as error:  # noqa: BLE001 -- whatever libsndfile raises for bytes that are not a WAV
-        return NOT_AUDIO, ('its audio is not a readable WAV file ({}): write the file again, e.g. with '
-                           'bin/data_set_tool.py'.format(str(error).strip().rstrip('.')))
-    return Header(int(info.samplerate), int(info.channels), int(info.frames))
+UNKNOWN = -1            # in a header column: no header (a problem instead)
+NO_STAMP = (-1, -1, -1, -1)
+BLOCK = 1 << 16         # files whose headers are read at once (bounds what a million files hold in memory)
 
 
 def samples_at_rate(frames, file_rate, sample_rate):
@@ -109,11 +53,26 @@ def samples_at_rate(frames, file_rate, sample_rate):
     return int(math.ceil(frames * float(sample_rate) / file_rate))
 
 
-def check_record(record, header, config):
-    """None, or (kind, what is wrong and how to fix it) for one sample given its file's header."""
+def check_headers(headers, label_lengths, min_frames, config):
+    """[(index, kind, what is wrong and how to fix it)] of the samples whose headers (rates, channels,
+    frames: arrays, UNKNOWN where the header was not read) do not fit their labels (`min_frames`:
+    ctc_min_frames of each); the other samples are fine."""
+    rates, channels, frames = headers
     sample_rate = config.sample_rate
-    if not isinstance(header, Header):
-        return header
+    at_rate = np.where(rates == sample_rate, frames,
+                       np.ceil(frames * float(sample_rate) / np.maximum(rates, 1)).astype(np.int64))
+    available = np.where(at_rate < config.audio_window_samples, 0,
+                         1 + (at_rate - config.audio_window_samples) // config.audio_step_samples)
+    wrong_rate = (rates != sample_rate) & (not config.normalize_sample_rate)
+    bad = (frames != UNKNOWN) & ((frames == 0) | (channels != 1) | wrong_rate | (min_frames > available))
+    return [(int(i),) + _problem(Header(int(rates[i]), int(channels[i]), int(frames[i])), int(label_lengths[i]),
+                                 int(min_frames[i]), config)
+            for i in np.flatnonzero(bad)]
+
+
+def _problem(header, n_labels, needed, config):
+    """(kind, what is wrong and how to fix it) of one sample check_headers() found wrong."""
+    sample_rate = config.sample_rate
     if header.frames == 0:
         return EMPTY, 'the audio file has a header but no samples: re-create it, or remove the row'
     if header.channels != 1:
@@ -124,49 +83,96 @@ def check_record(record, header, config):
                              'drop --nonormalize_sample_rate to resample while training)'
                              .format(header.sample_rate, sample_rate, sample_rate))
     available = frame_count(samples_at_rate(header.frames, header.sample_rate, sample_rate), config)
-    needed = ctc_min_frames(record.labels)
-    if needed > available:
-        return TOO_LONG, ('transcript too long for the audio: its {} label(s) need at least {} feature frames '
-                          'under CTC, the {:.2f} s of audio give {} (check that the transcript belongs to this '
-                          'file, or remove the row)'.format(len(record.labels), needed,
-                                                            header.frames / float(header.sample_rate), available))
-    return None
+    return TOO_LONG, ('transcript too long for the audio: its {} label(s) need at least {} feature frames '
+                      'under CTC, the {:.2f} s of audio give {} (check that the transcript belongs to this '
+                      'file, or remove the row)'.format(n_labels, needed, header.frames / float(header.sample_rate),
+                                                        available))
 
 
-def read_headers(records, workers, progress_label=None, read_buffer=DEFAULT_READ_BUFFER):
-    """{record.audio_key: header} of the records' audio; `workers` > 1 reads with a thread pool, in chunks
-    of CHUNK records (the .sdb files and shards are opened once, for all threads)."""
-    progress = Progress(progress_label, len(records), unit='Files', show_loss=False) \
-        if progress_label and len(records) >= PROGRESS_MIN_PATHS else None
-    headers = {}
-    chunks = [records[i:i + CHUNK] for i in range(0, len(records), CHUNK)]
+def _pooled(function, items, workers, advance=None):
+    """[function(item) for item in items], by a thread pool in chunks of CHUNK when there are enough;
+    `advance(n)` is called as each chunk of n items is done."""
+    chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+    results = []
 
-    record_audio = RecordAudio(read_buffer)
-
-    def header(record):
-        if record.offset is None:
-            return read_header(record.audio_path)
-        return read_sample_header(record_audio, record)
-
-    def read_chunk(chunk):
-        return [(record.audio_key, header(record)) for record in chunk]
-
-    if workers > 1 and len(records) >= POOL_MIN_PATHS:
+    def run(chunk):
+        return [function(item) for item in chunk]
+    if workers > 1 and len(items) >= POOL_MIN_PATHS:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix='validation') as pool:
-            results = pool.map(read_chunk, chunks)
-            for chunk_headers in results:
-                headers.update(chunk_headers)
-                if progress:
-                    progress.update(len(headers))
+            done = pool.map(run, chunks)
     else:
-        for chunk in chunks:
-            headers.update(read_chunk(chunk))
-            if progress:
-                progress.update(len(headers))
-    record_audio.close()
-    if progress:
-        progress.finish()
-    return headers
+        done = map(run, chunks)
+    for chunk_results in done:
+        results.extend(chunk_results)
+        if advance:
+            advance(len(chunk_results))
+    return results
+
+
+def _file_stamp(path):
+    try:
+        return stamp(os.stat(path))
+    except OSError:
+        return NO_STAMP
+
+
+class AudioCheck:
+    """The headers of one rank's share of the distinct audio of some sets: from the header cache, or read
+    (files by a thread pool; samples in .sdb files and shards through one RecordAudio, which opens each
+    container once for all threads). Headers read from files are kept in `new` for the cache."""
+
+    def __init__(self, cache, workers, read_buffer, progress):
+        self.cache, self.workers, self.read_buffer, self.progress = cache, workers, read_buffer, progress
+        self.done = 0
+        self.new = []       # (sources, keys, stamps [n, 4], headers [n, 3]) of files read
+
+    def advance(self, n):
+        self.done += n
+        if self.progress:
+            self.progress.update(self.done)
+
+    def files(self, paths, keys, sources):
+        """(headers [3, n]: sample rates, channels, frames, {index: problem}) of audio files, in blocks of
+        BLOCK files (a million files read at once would hold a million result tuples)."""
+        headers, problems = np.full((len(paths), 3), UNKNOWN, np.int64), {}
+        for start in range(0, len(paths), BLOCK):
+            block = slice(start, start + BLOCK)
+            block_problems = self._file_block(paths[block], keys[block], sources[block], headers[block])
+            problems.update((start + i, problem) for i, problem in block_problems.items())
+        return headers.T, problems
+
+    def _file_block(self, paths, keys, sources, headers):
+        hit = np.zeros(len(paths), bool)
+        if self.cache:
+            stamps = np.array(_pooled(_file_stamp, paths, self.workers), np.int64).reshape(-1, 4)
+            hit, *found = self.cache.lookup(keys, stamps)
+            headers[hit] = np.stack(found, axis=1)[hit]
+            self.advance(int(hit.sum()))
+        misses = np.flatnonzero(~hit)
+        read = _pooled(read_header, [paths[i] for i in misses], self.workers, self.advance)
+        good = [n for n, (_, header) in enumerate(read) if isinstance(header, Header)]
+        if good:
+            headers[misses[good]] = [(read[n][1].sample_rate, read[n][1].channels, read[n][1].frames) for n in good]
+            self.new.append((sources[misses[good]], keys[misses[good]],
+                             np.array([read[n][0] for n in good], np.int64), headers[misses[good]]))
+        return {int(misses[n]): header for n, (_, header) in enumerate(read) if not isinstance(header, Header)}
+
+    def contained(self, records):
+        """(headers [3, n], {index: problem}) of samples in .sdb files and tar shards."""
+        record_audio = RecordAudio(self.read_buffer)
+        try:
+            found = _pooled(lambda record: read_sample_header(record_audio, record), records, self.workers,
+                            self.advance)
+        finally:
+            record_audio.close()
+        headers = np.full((len(records), 3), UNKNOWN, np.int64)
+        problems = {}
+        for i, header in enumerate(found):
+            if isinstance(header, Header):
+                headers[i] = (header.sample_rate, header.channels, header.frames)
+            else:
+                problems[i] = header
+        return headers.T, problems
 
 
 def default_workers(dist):
@@ -186,29 +192,56 @@ def _gather(dist, obj):
         return dist.gather(session, obj)
 
 
-def validate_sets(sets, config, dist, skip_invalid=False, workers=None):
-    """Check the audio of every sample of `sets` (a list of (name, records)); the same on every rank.
+def audio_keys(records):
+    """A 64-bit key of each record's audio (headers.path_key of its file, or of its container plus its offset):
+    the same audio in two sets has one key, and every rank computes the same keys."""
+    offsets = records.column('offsets')
+    keys = np.zeros(len(records), np.uint64)
+    contained = offsets >= 0
+    if contained.any():
+        container_keys = np.array([path_key(s) for s in records.columns.sources], np.uint64)
+        keys[contained] = container_keys[records.column('source_ids')[contained]] + offsets[contained].astype(np.uint64)
+    files = np.flatnonzero(~contained)
+    keys[files] = [path_key(records.audio_path(p)) for p in records.positions[files]]
+    return keys
 
-    Raises DataError listing the invalid samples (CSV, line, audio path, what, fix). With `skip_invalid`
-    logs a summary instead and returns the sets without them (DataError if a set would become empty).
-    Returns a list of records per set, in the order of `sets`."""
+
+def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_dir=None):
+    """Check the audio of every sample of `sets` (a list of (name, Records)); the same on every rank.
+
+    Each rank reads the headers of its share of the distinct audio (every size-th key), unless the header
+    cache in `cache_dir` knows the file unchanged. Raises DataError listing the invalid samples (CSV, line,
+    audio path, what, fix). With `skip_invalid` logs a summary instead and returns the sets without them
+    (DataError if a set would become empty). Returns the Records of each set, in the order of `sets`."""
     started = time.time()
-    uses = defaultdict(list)            # record.audio_key -> [(set index, record index)]
-    for s, (_, records) in enumerate(sets):
-        for i, record in enumerate(records):
-            uses[record.audio_key].append((s, i))
-    keys = sorted(uses, key=lambda key: (key[0], -1 if key[1] is None else key[1]))  # the same on every rank
-    mine = keys[dist.rank::dist.size]
-    headers = read_headers([sets[s][1][i] for s, i in (uses[key][0] for key in mine)],
-                           default_workers(dist) if workers is None else workers,
-                           progress_label='Checking audio' if dist.is_chief else None, read_buffer=config.read_buffer)
+    keys = [audio_keys(records) for _, records in sets]
+    distinct, first, inverse = np.unique(np.concatenate(keys), return_index=True, return_inverse=True)
+    set_starts = np.cumsum([0] + [len(records) for _, records in sets])
+    n_mine = len(range(dist.rank, len(distinct), dist.size))
+    csv_sources = sorted({records.columns.sources[i] for _, records in sets
+                          for i in np.unique(records.column('source_ids')[records.column('offsets') < 0])})
+    cache = HeaderCache(cache_dir, csv_sources) if cache_dir and csv_sources else None
+    progress = (Progress('Checking audio', n_mine, unit='Files', show_loss=False)
+                if dist.is_chief and n_mine >= PROGRESS_MIN_PATHS else None)
+    check = AudioCheck(cache, default_workers(dist) if workers is None else workers, config.read_buffer, progress)
+    headers, problems = _read_share(sets, first[dist.rank::dist.size], distinct[dist.rank::dist.size], set_starts,
+                                    check)
+    if progress:
+        progress.finish()
     found = []
-    for key in mine:
-        for s, i in uses[key]:
-            problem = check_record(sets[s][1][i], headers[key], config)
-            if problem:
-                found.append((s, i) + problem)
-    found = sorted(p for rank_found in _gather(dist, found) for p in rank_found)
+    for s, (_, records) in enumerate(sets):
+        ours = np.flatnonzero(inverse[set_starts[s]:set_starts[s + 1]] % dist.size == dist.rank)
+        share = inverse[set_starts[s] + ours] // dist.size      # each one's position in this rank's share
+        checked = records.take(ours)
+        found += [(s, int(ours[i]), kind, what) for i, kind, what in
+                  check_headers(headers[:, share], checked.label_lengths(), checked.ctc_min_frames(), config)]
+        found += [(s, int(ours[i])) + tuple(problems[int(share[i])])
+                  for i in np.flatnonzero(np.isin(share, list(problems)))]
+    found, new = zip(*_gather(dist, (found, check.new)))
+    found = sorted(p for rank_found in found for p in rank_found)
+    new = [entries for rank_new in new for entries in rank_new]
+    if cache and new and dist.is_chief:
+        _update_cache(cache, new)
 
     messages, kinds = {}, Counter()     # in CSV and line order; a row given in two sets is listed once
     for record, kind, what in sorted(((sets[s][1][i], kind, what) for s, i, kind, what in found),
@@ -218,23 +251,66 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None):
             messages[record.source, record.row] = '{}: {}'.format(record.where, what)
     messages = list(messages.values())
     n_samples = sum(len(records) for _, records in sets)
-    log_info('Checked the audio of {} sample(s) ({} distinct) in {:.1f} s: {} invalid'
-             .format(n_samples, len(keys), time.time() - started, len(messages)))
+    log_info('Checked the audio of {} sample(s) ({} distinct) in {:.1f} s: {} invalid{}'.format(
+        n_samples, len(distinct), time.time() - started, len(messages),
+        '' if not cache else '; {} file header(s) read, the others known unchanged from {}'.format(
+            sum(len(entries[1]) for entries in new), cache_dir)))
     if not found:
         return [records for _, records in sets]
     if not skip_invalid:
         raise DataError(messages)
+    return _without_invalid(sets, found, messages, kinds, dist)
 
+
+def _read_share(sets, representatives, keys, set_starts, check):
+    """(headers [3, n], {index: problem}) of this rank's share of the distinct audio: `keys`, each read
+    through its first sample (`representatives`: indices into the sets laid end to end)."""
+    headers, problems = np.full((3, len(keys)), UNKNOWN, np.int64), {}
+    set_of = np.searchsorted(set_starts, representatives, side='right') - 1
+    for s, (_, records) in enumerate(sets):
+        chosen = np.flatnonzero(set_of == s)
+        index = representatives[chosen] - set_starts[s]
+        contained = records.column('offsets')[index] >= 0
+        files = records.take(index[~contained])
+        source_ids = files.column('source_ids')
+        parts = [(~contained, check.files([files.audio_path(p) for p in files.positions], keys[chosen[~contained]],
+                                          np.array(files.columns.sources, object)[source_ids])),
+                 (contained, check.contained(list(records.take(index[contained]))))]
+        for selection, (part_headers, part_problems) in parts:
+            where = chosen[selection]
+            headers[:, where] = part_headers
+            problems.update((int(where[i]), problem) for i, problem in part_problems.items())
+    return headers, problems
+
+
+def _update_cache(cache, new):
+    """Write the header cache of each CSV with new headers: its old entries, and the headers just read."""
+    sources, keys, stamps, headers = (np.concatenate(column) for column in zip(*new))
+    for source in np.unique(sources):
+        ours = sources == source
+        old = cache.loaded.get(source)
+        if old is not None:
+            keys_, stamps_, headers_ = (np.concatenate([old_part, new_part[ours]]) for old_part, new_part in (
+                (old['keys'], keys), (np.stack([old[n] for n in STAMP_FIELDS], 1), stamps),
+                (np.stack([old[n] for n in HEADER_FIELDS], 1), headers)))
+        else:
+            keys_, stamps_, headers_ = keys[ours], stamps[ours], headers[ours]
+        cache.save(source, keys_, stamps_, headers_)
+
+
+def _without_invalid(sets, found, messages, kinds, dist):
+    """--skip_invalid_samples: the sets without the samples `found` invalid, after a summary."""
     if dist.is_chief:
         by_count = sorted(kinds.items(), key=lambda k: (-k[1], k[0]))
         counts = ', '.join('{} {}'.format(n, kind) for kind, n in by_count)
         log_warn('--skip_invalid_samples: skipping {} invalid sample(s): {}. The first {}:\n{}'.format(
             len(messages), counts, min(EXAMPLES, len(messages)), '\n'.join('  ' + m for m in messages[:EXAMPLES])))
-    invalid = {(s, i) for s, i, _, _ in found}
     kept, empty = [], []
     for s, (name, records) in enumerate(sets):
-        kept.append([r for i, r in enumerate(records) if (s, i) not in invalid])
-        if records and not kept[-1]:
+        keep = np.ones(len(records), bool)
+        keep[[i for set_index, i, _, _ in found if set_index == s]] = False
+        kept.append(records.take(keep))
+        if len(records) and not len(kept[-1]):
             empty.append('{}: every one of its {} sample(s) is invalid, nothing is left to use (fix them: run '
                          'without --skip_invalid_samples to list them all)'.format(name, len(records)))
     if empty:
@@ -250,13 +326,13 @@ def validate_input(dist, config, train_records, dev_sets, test_sets, skip_invali
     None). Returns them in the same shapes, without the invalid samples when `skip_invalid`."""
     sets = []
     if train_records:
-        sources = list(dict.fromkeys(r.source for r in train_records))
+        sources = list(dict.fromkeys(train_records.columns.sources))
         sets.append(('train set ({})'.format(', '.join(sources)), train_records))
     sets += [('dev set {}'.format(path), records) for path, records in (dev_sets or {}).items()]
     sets += [('test set {}'.format(path), records) for path, records in (test_sets or {}).items()]
     if not sets:
         return train_records, dev_sets, test_sets
-    checked = iter(validate_sets(sets, config, dist, skip_invalid))
+    checked = iter(validate_sets(sets, config, dist, skip_invalid, cache_dir=config.data_cache_dir))
     if train_records:
         train_records = next(checked)
     if dev_sets is not None:

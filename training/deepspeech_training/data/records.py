@@ -1,0 +1,272 @@
+"""Sample records as columns: a corpus of a million utterances is a dozen numpy arrays, not a million
+Python objects (a dataclass, a labels tuple and path and transcript strings cost ~1.4 KB a sample and
+rank, measured at 1M samples: GUIDE.md section 6). A sample becomes a `SampleRecord` only when it is
+used (a batch, a message, a report).
+
+`Columns` hold the samples of some sources in the order read; a `Records` is a view of them: an array
+of positions (sorted by size, limited, without the invalid ones), so sorting and filtering copy 8 bytes
+a sample, never the paths or labels. Paths are kept as the CSV wrote them (one UTF-8 blob, NUL after
+each), labels packed in one array (uint8 for alphabets of up to 256 labels); transcripts are not kept:
+they are the labels decoded (the alphabet encodes one label per character, so that is exact).
+"""
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from ds_ctcdecoder import UTF8Alphabet
+
+from ..util.text import TranscriptError, transcript_to_labels
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    audio_path: str        # absolute, or relative to the working directory; or the .sdb file or tar shard
+    filesize: int          # of the audio file, or of the sample's audio in its .sdb (Opus: as a WAV file) or shard
+    transcript: str
+    labels: tuple
+    source: str            # the CSV, .sdb or shard the sample came from
+    row: int               # line number in that CSV (the header is line 1), or sample number in the .sdb or shard
+    offset: int = None     # byte offset of the sample's .sdb entry or shard member data; None for a file of its own
+    length: int = None     # bytes of that entry (its length field included) or member data: what a batch reads
+
+    @property
+    def audio_name(self):
+        """The audio as DeepSpeech names it: its file, or `db.sdb:N` for sample N of a database (or shard)."""
+        return self.audio_path if self.offset is None else '{}:{}'.format(self.audio_path, self.row)
+
+    @property
+    def audio_key(self):
+        """What identifies the audio: (path, None) for a file, (container, offset) for a sample in one."""
+        return self.audio_path, self.offset
+
+    @property
+    def where(self):
+        """Where a user finds the sample, for messages."""
+        if self.offset is None:
+            return '{}: line {}: {}'.format(self.source, self.row, self.audio_path)
+        return sample_where(self.source, self.row, self.offset)
+
+
+def sample_where(container, number, offset):
+    return '{}: sample {} (at byte {})'.format(container, number, offset)
+
+
+def ends_to_starts(ends, gap=0):
+    """Start of each item of a blob given the items' ends (`gap`: separator bytes after each item)."""
+    starts = np.empty_like(ends)
+    if len(ends):
+        starts[0] = 0
+        starts[1:] = ends[:-1] + gap
+    return starts
+
+
+class LabelEncoder:
+    """Transcripts -> packed labels for many samples at once (util.text.transcript_to_labels, which
+    checks and encodes one string in Python, costs seconds per million transcripts). Label i of the
+    alphabet is the code point of its character; a transcript with a character the alphabet lacks, or an
+    empty one, is reported with transcript_to_labels' own message."""
+
+    def __init__(self, alphabet):
+        self.alphabet = alphabet
+        self.bytes_mode = isinstance(alphabet, UTF8Alphabet)      # --bytes_output_mode: label = UTF-8 byte - 1
+        self.dtype = np.uint8 if alphabet.GetSize() <= 256 else np.uint16
+        if not self.bytes_mode:
+            pairs = sorted((ord(char), label) for label, char in
+                           ((label, alphabet.DecodeSingle(label)) for label in range(alphabet.GetSize()))
+                           if len(char) == 1)
+            self.code_points = np.array([c for c, _ in pairs], np.uint32)
+            self.labels = np.array([label for _, label in pairs], self.dtype)
+
+    def encode(self, transcripts):
+        """(labels, ends, problems) of `transcripts` (a list of str): the labels of all of them in one
+        array, each one's end in it, and {position in the list: message} for those that cannot be
+        encoded (their labels are left out: they are empty)."""
+        if self.bytes_mode:
+            data = '\0'.join(transcripts).encode('utf-8')
+            units = np.frombuffer(data, np.uint8)
+        else:
+            data = '\0'.join(transcripts).encode('utf-32-le')
+            units = np.frombuffer(data, '<u4')
+        separators = np.flatnonzero(units == 0)
+        ends = np.append(separators, len(units)) if len(transcripts) else np.zeros(0, np.int64)
+        starts = ends_to_starts(ends, gap=1)
+        if self.bytes_mode:
+            encoded, known = (units - 1).astype(self.dtype), np.ones(len(units), bool)
+        else:
+            found = np.minimum(np.searchsorted(self.code_points, units), len(self.code_points) - 1)
+            known = self.code_points[found] == units
+            encoded = self.labels[found]
+        known[separators] = True
+        unknown_before = np.concatenate([[0], np.cumsum(~known)])
+        bad = np.flatnonzero((unknown_before[ends] - unknown_before[starts] > 0) | (ends == starts))
+        problems = {}
+        for position in bad:
+            try:
+                transcript_to_labels(self.alphabet, transcripts[position])
+            except TranscriptError as error:
+                problems[int(position)] = str(error)
+        keep = np.ones(len(units), bool)
+        keep[separators] = False
+        if problems:
+            bad = np.array(sorted(problems), np.int64)
+            keep[np.concatenate([np.arange(s, e) for s, e in zip(starts[bad], ends[bad])] or [[]]).astype(np.int64)] \
+                = False
+        # each item's end once the separators and the bad ones' labels are gone
+        kept_before = np.concatenate([[0], np.cumsum(keep)])
+        return encoded[keep], kept_before[ends], problems
+
+    def decode(self, labels):
+        return self.alphabet.Decode([int(label) for label in labels])
+
+
+class Columns:
+    """The samples of some sources as columns, in the order they were read (see the module docstring).
+
+    Built by `add_files` (CSV rows) and `add_contained` (samples of a .sdb or tar shard); `finish()`
+    turns the appended chunks into arrays."""
+
+    def __init__(self, encoder):
+        self.encoder = encoder          # a LabelEncoder, or None for an unlabeled set
+        self.sources, self.bases = [], []
+        self._chunks = []
+
+    def add_source(self, source):
+        """The id of `source` (a CSV, .sdb or shard path); relative audio paths in a CSV are relative to its folder."""
+        self.sources.append(source)
+        self.bases.append(os.path.dirname(os.path.abspath(source)))
+        return len(self.sources) - 1
+
+    def _add(self, source_id, rows, sizes, offsets, lengths, paths, transcripts):
+        """Append a chunk; returns {row: problem} of the transcripts that cannot be encoded (those samples are
+        left out)."""
+        count = len(rows)
+        if self.encoder:
+            labels, label_ends, problems = self.encoder.encode(transcripts)
+        else:
+            labels, label_ends, problems = np.zeros(0, np.uint8), np.zeros(count, np.int64), {}
+        keep = np.ones(count, bool)
+        keep[list(problems)] = False
+        path_data = ''.join(p + '\0' for p in paths).encode('utf-8') if paths is not None else b'\0' * count
+        path_ends = np.flatnonzero(np.frombuffer(path_data, np.uint8) == 0)
+        if not keep.all():
+            path_data, path_ends = _drop_items(path_data, path_ends, keep)
+            label_ends = label_ends[keep]
+        self._chunks.append(dict(source_ids=np.full(keep.sum(), source_id, np.int32),
+                                 rows=np.asarray(rows, np.int64)[keep], sizes=np.asarray(sizes, np.int64)[keep],
+                                 offsets=np.asarray(offsets, np.int64)[keep],
+                                 lengths=np.asarray(lengths, np.int64)[keep], path_data=path_data,
+                                 path_ends=path_ends, labels=labels, label_ends=label_ends))
+        return {rows[position]: message for position, message in problems.items()}
+
+    def add_files(self, source_id, rows, paths, sizes, transcripts):
+        """CSV rows: audio files of their own (`transcripts` None for an unlabeled set)."""
+        no_offsets = np.full(len(rows), -1, np.int64)
+        return self._add(source_id, rows, sizes, no_offsets, no_offsets, paths, transcripts)
+
+    def add_contained(self, source_id, numbers, offsets, lengths, sizes, transcripts):
+        """Samples of a .sdb file or tar shard: byte ranges of the source itself."""
+        return self._add(source_id, numbers, sizes, offsets, lengths, None, transcripts)
+
+    def finish(self):
+        chunks, self._chunks = self._chunks, []
+        for name in ('source_ids', 'rows', 'sizes', 'offsets', 'lengths'):
+            setattr(self, name, np.concatenate([c[name] for c in chunks] or [np.zeros(0, np.int64)]))
+        self.path_data = b''.join(c['path_data'] for c in chunks)
+        self.path_ends = _concat_ends([c['path_ends'] for c in chunks], [len(c['path_data']) for c in chunks])
+        self.labels = np.concatenate([c['labels'] for c in chunks] or [np.zeros(0, np.uint8)])
+        self.label_ends = _concat_ends([c['label_ends'] for c in chunks], [len(c['labels']) for c in chunks])
+        self.label_starts = ends_to_starts(self.label_ends)
+        self.path_starts = ends_to_starts(self.path_ends, gap=1)
+        return self
+
+    @property
+    def nbytes(self):
+        """Bytes the columns hold (what a sample costs a rank: this over the number of samples)."""
+        arrays = (self.source_ids, self.rows, self.sizes, self.offsets, self.lengths, self.path_ends,
+                  self.path_starts, self.labels, self.label_ends, self.label_starts)
+        return sum(a.nbytes for a in arrays) + len(self.path_data)
+
+
+def _drop_items(data, ends, keep):
+    """`data` (items each followed by a NUL, ending at `ends`) without the items where `keep` is False."""
+    starts = ends_to_starts(ends, gap=1)
+    data = b''.join(data[s:e + 1] for s, e in zip(starts[keep], ends[keep]))
+    return data, np.flatnonzero(np.frombuffer(data, np.uint8) == 0)
+
+
+def _concat_ends(ends_list, lengths):
+    """Ends of items in chunks laid end to end."""
+    shifts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths else []
+    return np.concatenate([ends + shift for ends, shift in zip(ends_list, shifts)] or [np.zeros(0, np.int64)])
+
+
+class Records:
+    """A view of `Columns`: the samples at `positions` (read order by default), as a sequence of
+    SampleRecord made on access."""
+
+    def __init__(self, columns, positions=None):
+        self.columns = columns
+        self.positions = np.arange(len(columns.rows), dtype=np.int64) if positions is None else positions
+
+    def __len__(self):
+        return len(self.positions)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Records(self.columns, self.positions[index])
+        return self.record(int(self.positions[index]))
+
+    def __iter__(self):
+        return (self.record(int(p)) for p in self.positions)
+
+    def take(self, indices):
+        """The records at `indices` (positions in this view, or a boolean mask over it)."""
+        return Records(self.columns, self.positions[indices])
+
+    def sorted_by_size(self, reverse=False):
+        """Sorted by audio size as DeepSpeech sorts (a stable sort: equal sizes keep their order)."""
+        sizes = self.columns.sizes[self.positions]
+        return self.take(np.argsort(-sizes if reverse else sizes, kind='stable'))
+
+    def column(self, name):
+        """A per-sample column (sizes, offsets, lengths, rows, source_ids) in this view's order."""
+        return getattr(self.columns, name)[self.positions]
+
+    def label_lengths(self):
+        c = self.columns
+        return (c.label_ends - c.label_starts)[self.positions]
+
+    def ctc_min_frames(self):
+        """util.text.ctc_min_frames of every sample: one frame a label plus a blank between repeats."""
+        c = self.columns
+        repeat = np.zeros(len(c.labels) + 1, np.int64)
+        if len(c.labels) > 1:
+            repeat[2:] = np.cumsum(c.labels[1:] == c.labels[:-1])
+        starts, ends = c.label_starts[self.positions], c.label_ends[self.positions]
+        return ends - starts + repeat[ends] - repeat[np.minimum(starts + 1, ends)]
+
+    def labels(self, index):
+        """The labels of record `index` as an int32 array (what a batch feeds)."""
+        position = self.positions[index]
+        c = self.columns
+        return c.labels[c.label_starts[position]:c.label_ends[position]].astype(np.int32)
+
+    def audio_path(self, position):
+        """The audio path of the sample at column `position`: its file (relative paths resolved against
+        the CSV's folder, as DeepSpeech does), or its container."""
+        c = self.columns
+        source_id = c.source_ids[position]
+        if c.offsets[position] >= 0:
+            return c.sources[source_id]
+        path = c.path_data[c.path_starts[position]:c.path_ends[position]].decode('utf-8')
+        return path if os.path.isabs(path) else os.path.join(c.bases[source_id], path)
+
+    def record(self, position):
+        c = self.columns
+        labels = c.labels[c.label_starts[position]:c.label_ends[position]]
+        contained = c.offsets[position] >= 0
+        return SampleRecord(self.audio_path(position), int(c.sizes[position]),
+                            c.encoder.decode(labels) if c.encoder else None, tuple(int(x) for x in labels),
+                            c.sources[c.source_ids[position]], int(c.rows[position]),
+                            int(c.offsets[position]) if contained else None,
+                            int(c.lengths[position]) if contained else None)
