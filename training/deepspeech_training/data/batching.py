@@ -14,6 +14,8 @@ each step all ranks work on samples of similar length.
 """
 import random
 
+import numpy as np
+
 PADDING = -1   # stands for a silent dummy sample with weight 0
 
 
@@ -22,22 +24,21 @@ class SetTooSmallError(ValueError):
 
 
 def train_batches(n_samples, batch_size, size=1, rank=0, epoch=0, seed=0, shuffle=False):
-    """This rank's training batches (lists of sample indices) for `epoch`.
+    """This rank's training batches (arrays of sample indices) for `epoch`: numpy arithmetic and a list
+    of batches, nothing per sample in Python (a plan is made every epoch, of up to millions of samples).
 
     With one process the last batch may be smaller (as in DeepSpeech, nothing is left out)."""
     global_batch = batch_size * size
-    if size == 1:
-        kept = list(range(n_samples))
-    else:
+    kept = np.arange(n_samples, dtype=np.int64)
+    if size > 1:
         steps = n_samples // global_batch
         if steps == 0:
             raise SetTooSmallError('{} training samples cannot fill one step of {} ranks x batch size {}: use more '
                                    'samples, fewer ranks or a smaller --train_batch_size'
                                    .format(n_samples, size, batch_size))
         left_out = n_samples - steps * global_batch
-        start = (epoch * left_out) % n_samples if left_out else 0
-        dropped = {(start + i) % n_samples for i in range(left_out)}
-        kept = [i for i in range(n_samples) if i not in dropped]
+        if left_out:
+            kept = np.delete(kept, ((epoch * left_out) % n_samples + np.arange(left_out)) % n_samples)
     global_batches = [kept[i:i + global_batch] for i in range(0, len(kept), global_batch)]
     if shuffle:
         random.Random(seed * 1000003 + epoch).shuffle(global_batches)
@@ -49,6 +50,6 @@ def eval_batches(n_samples, batch_size, size=1, rank=0):
     (padded with PADDING), the same number of batches on every rank."""
     global_batch = batch_size * size
     n_batches = max(1, -(-n_samples // global_batch))
-    padded = list(range(n_samples)) + [PADDING] * (n_batches * global_batch - n_samples)
-    return [padded[g * global_batch + rank * batch_size:g * global_batch + (rank + 1) * batch_size]
-            for g in range(n_batches)]
+    padded = np.full(n_batches * global_batch, PADDING, np.int64)
+    padded[:n_samples] = np.arange(n_samples)
+    return list(padded.reshape(n_batches, size, batch_size)[:, rank])

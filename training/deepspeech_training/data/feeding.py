@@ -109,6 +109,7 @@ def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio
     def element(index, epoch_value, progress):
         """Sample `index` for the pipeline (`progress`: how far into the epoch, 0..1): its cached
         features, or its (augmented) audio."""
+        index = int(index)
         if index == PADDING:
             return -1, 0.0, silence, np.zeros(1, np.int32), 0, 0.0, no_features, False
         record = records[index]
@@ -136,7 +137,7 @@ def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio
                 if not feature_cache:       # (with one, cached samples are not read: each is read when needed)
                     record_audio.load([records[i] for i in batch if i != PADDING])
                 padding = [PADDING] * (batch_size - len(batch)) if runs_on else []
-                for index in batch + padding:
+                for index in itertools.chain(batch, padding):
                     yield element(index, epoch_value, number / len(plan))
             first_batch_value = 0
 
