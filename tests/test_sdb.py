@@ -1,9 +1,7 @@
 """Sample databases (.sdb) as DeepSpeech 0.9 and Coqui STT write them, WebDataset-style tar shards, and
 bin/data_set_tool.py: real speech (the bundled smoke-test utterances), real Opus (libopus through
 opuslib), real training runs."""
-import contextlib
 import csv
-import functools
 import http.server
 import io
 import os
@@ -11,7 +9,6 @@ import re
 import struct
 import sys
 import tarfile
-import threading
 
 import numpy as np
 import opuslib
@@ -28,7 +25,9 @@ from deepspeech_training.distributed import Single
 from deepspeech_training.flags import parse_size
 
 sys.path.insert(0, os.path.join(ROOT, 'bin'))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 import data_set_tool  # noqa: E402
+from http_ranges import serving  # noqa: E402
 
 TOOL = os.path.join(ROOT, 'bin', 'data_set_tool.py')
 RATE = 16000
@@ -121,53 +120,6 @@ def write_shards(folder):
                 text.size = len(row['transcript'].encode())
                 tar.addfile(text, io.BytesIO(row['transcript'].encode()))
     return folder
-
-
-class RangeHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves `Range: bytes=first-last` requests as nginx or an object store does (Python 3.9's handler
-    always sends whole files: it stands for a server without Range support)."""
-
-    def send_head(self):
-        wanted = re.fullmatch(r'bytes=(\d+)-(\d+)', self.headers.get('Range', ''))
-        if not wanted:
-            return super().send_head()
-        try:
-            with open(self.translate_path(self.path), 'rb') as served:
-                data = served.read()
-        except OSError:
-            self.send_error(404, 'File not found')
-            return None
-        first, last = int(wanted.group(1)), min(int(wanted.group(2)), len(data) - 1)
-        self.send_response(206)
-        self.send_header('Content-Range', 'bytes {}-{}/{}'.format(first, last, len(data)))
-        self.send_header('Content-Length', str(last + 1 - first))
-        self.end_headers()
-        return io.BytesIO(data[first:last + 1])
-
-    def log_message(self, *_):
-        pass
-
-
-class Server(http.server.ThreadingHTTPServer):
-    """A client that hangs up mid-answer (the loader refusing a whole file sent for a Range request) is
-    expected here: no traceback for it on the terminal, where a handler thread outliving its test prints."""
-
-    def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-@contextlib.contextmanager
-def serving(folder, handler=RangeHandler):
-    """`folder` on a local HTTP server (a thread of this process) for the block: its base URL."""
-    server = Server(('127.0.0.1', 0), functools.partial(handler, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield 'http://127.0.0.1:{}'.format(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope='module')
@@ -441,7 +393,7 @@ def test_a_bad_sample_stops_the_tool_naming_source_and_row_and_writes_nothing(tm
         tmp_path / 'at_22k.csv', tmp_path / 'at_22k.wav') in ''.join(capsys.readouterr())
     assert tool('--audio_type', 'wav', tmp_path / 'at_22k.csv', tmp_path / 'out.sdb') == 0    # lossless: kept as is
     assert sorted(os.listdir(str(tmp_path))) == ['at_22k.csv', 'at_22k.wav', 'not_audio.csv', 'not_audio.wav',
-                                                 'out.sdb']
+                                                 'out.sdb', 'out.sdb.index']
 
 
 def test_shards_by_pattern_load_with_their_audio_and_convert(shards, tmp_path, alphabet):
@@ -483,7 +435,8 @@ def test_shards_over_http_load_as_on_disk_and_a_server_without_ranges_or_the_fil
 def test_csv_to_tar_shards_writes_webdataset_pairs_that_load_as_the_csv(tmp_path, alphabet):
     assert tool(SMOKE_CSV, tmp_path / 'smoke-{000..001}.tar') == 0
     assert tool(SMOKE_CSV, tmp_path / 'one.tar') == 0
-    assert sorted(os.listdir(str(tmp_path))) == ['one.tar', 'smoke-000.tar', 'smoke-001.tar']
+    assert sorted(os.listdir(str(tmp_path))) == ['one.tar', 'one.tar.index', 'smoke-000.tar', 'smoke-000.tar.index',
+                                                 'smoke-001.tar', 'smoke-001.tar.index']
     with tarfile.open(str(tmp_path / 'smoke-000.tar')) as tar:
         assert tar.getnames() == ['sample00000000.wav', 'sample00000000.txt', 'sample00000001.wav',
                                   'sample00000001.txt']
@@ -508,7 +461,7 @@ def test_a_failed_tar_conversion_leaves_no_shard(tmp_path, capsys):
     assert '{}: sample 2 (at byte {}): cannot convert'.format(source, offset) in ''.join(capsys.readouterr())
     assert tool(SMOKE_CSV, tmp_path / 'out-*.tar') == 1
     assert 'a target names its shards by a range such as' in ''.join(capsys.readouterr())
-    assert os.listdir(str(tmp_path)) == ['opus.sdb']
+    assert sorted(os.listdir(str(tmp_path))) == ['opus.sdb', 'opus.sdb.index']
 
 
 def test_a_shard_sample_without_transcript_is_named(tmp_path, alphabet):

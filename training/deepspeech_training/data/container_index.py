@@ -76,8 +76,9 @@ class ContainerIndex:
 
 def read_audio_header(audio_type, audio_file):
     """((sample rate, channels, frames), None) of a contained sample's audio (`audio_file`: a file object
-    of just its bytes), or (None, what is wrong and how to fix it) in validation.read_sample_header's words
-    (an OSError is left to the caller: it is not the sample's fault)."""
+    of just its bytes), or (None, what is wrong and how to fix it) in validation.read_sample_header's words,
+    libsndfile's reason without the file object's repr (which names a memory address, no use to a user and
+    different on every run). An OSError is left to the caller: it is not the sample's fault."""
     try:
         if audio_type == sdb.OPUS:
             pcm_length, rate, channels, width = opus.check_header(audio_file.read(opus.HEADER.size))
@@ -89,7 +90,8 @@ def read_audio_header(audio_type, audio_file):
         return None, 'corrupt sample: {} (write the file again, e.g. with bin/data_set_tool.py)'.format(error)
     except Exception as error:  # noqa: BLE001 -- whatever libsndfile raises for bytes that are not a WAV
         return None, ('its audio is not a readable WAV file ({}): write the file again, e.g. with '
-                      'bin/data_set_tool.py'.format(str(error).strip().rstrip('.')))
+                      'bin/data_set_tool.py'.format(str(getattr(error, 'error_string', None) or error).strip()
+                                                    .rstrip('.')))
     return (int(info.samplerate), int(info.channels), int(info.frames)), None
 
 
