@@ -146,16 +146,38 @@ def test_the_index_built_from_the_sidecar_and_from_the_cache_is_what_the_per_sam
         assert len(built.header_errors) == 1
 
 
-def test_an_unlabeled_sdb_has_no_transcripts(tmp_path):
+def test_an_unlabeled_or_empty_sdb_loads_from_its_sidecar(tmp_path, capsys):
     path = str(tmp_path / 'noise.sdb')
     with open(path, 'wb') as out:
         writer = sdb.Writer(out, sdb.WAV, labeled=False)
         writer.add(clip(0))
         writer.finish()
-    container_index.write_sidecar(path)
+    empty = write_sdb(tmp_path / 'empty.sdb', 0)
+    for container in (path, empty):
+        container_index.write_sidecar(container)
+    capsys.readouterr()
     index = container_index.read_index(path)
     assert (index.labeled, index.transcripts, index.transcript_ends, index.transcript(0)) == (False, b'', None, None)
     assert (index.sample_rates[0], index.frames[0]) == (RATE, RATE // 50)
+    assert len(container_index.read_index(empty)) == 0
+    assert capsys.readouterr().out == ''                   # from the sidecars, nothing indexed again
+
+
+def test_index_only_writes_sidecars_names_a_bad_container_and_an_unwritable_cache_only_warns(
+        containers, tmp_path, capsys):
+    for name in ('wav.sdb', 'smoke-000.tar'):
+        shutil.copy(os.path.join(os.path.dirname(containers['wav']), name), str(tmp_path / name))
+    with open(str(tmp_path / 'cut.sdb'), 'wb') as out:
+        out.write(b'SAMPLEDB')
+    assert tool('--index_only', tmp_path / 'wav.sdb', tmp_path / '*.tar') == 0
+    assert sorted(os.listdir(str(tmp_path))) == ['cut.sdb', 'smoke-000.tar', 'smoke-000.tar.index', 'wav.sdb',
+                                                 'wav.sdb.index']
+    assert tool('--index_only', tmp_path / 'cut.sdb') == 1
+    assert 'E {}: at byte 8: the meta length needs 8 byte(s)'.format(tmp_path / 'cut.sdb') in capsys.readouterr().err
+    os.remove(str(tmp_path / 'smoke-000.tar.index'))
+    not_a_folder = tmp_path / 'wav.sdb'
+    assert len(container_index.read_index(str(tmp_path / 'smoke-000.tar'), str(not_a_folder / 'cache'))) == 2
+    assert 'cannot write the container index cache' in capsys.readouterr().err
 
 
 def read_calls():

@@ -89,9 +89,9 @@ def read_audio_header(audio_type, audio_file):
     except (sdb.SdbError, tar_shards.ShardError, opus.OpusError) as error:
         return None, 'corrupt sample: {} (write the file again, e.g. with bin/data_set_tool.py)'.format(error)
     except Exception as error:  # noqa: BLE001 -- whatever libsndfile raises for bytes that are not a WAV
+        reason = str(getattr(error, 'error_string', None) or error).strip().rstrip('.')
         return None, ('its audio is not a readable WAV file ({}): write the file again, e.g. with '
-                      'bin/data_set_tool.py'.format(str(getattr(error, 'error_string', None) or error).strip()
-                                                    .rstrip('.')))
+                      'bin/data_set_tool.py'.format(reason))
     return (int(info.samplerate), int(info.channels), int(info.frames)), None
 
 
@@ -128,7 +128,7 @@ def read_index(path, cache_dir=None, read_buffer=DEFAULT_READ_BUFFER):
     cached = cache_path(path, cache_dir) if cache_dir else None
     for index_path in filter(None, (path + SIDECAR, cached)):
         index = _load_checked(index_path, identity)
-        if index:
+        if index is not None:
             return index
     index = build_index(path, identity, read_buffer)
     if cached:
@@ -219,8 +219,8 @@ def _check_shape(index):
 
 
 def write_index(index, index_path):
-    """Write `index` to `index_path` whole or not at all."""
-    with atomic_write(index_path, 'wb') as out:
+    """Write `index` to `index_path` whole or not at all (as every rank may, to one cache)."""
+    with atomic_write(index_path, 'wb', shared=True) as out:
         out.write(encode(index))
 
 
