@@ -41,8 +41,8 @@ SAMPLE_RATE = 16000     # as training checks by default: 32 ms windows, 20 ms st
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0], usage='%(prog)s [options] SOURCES... TARGET\n'
-                                                                               '       %(prog)s --index_only CONTAINERS...')
+    usage = '%(prog)s [options] SOURCES... TARGET\n       %(prog)s --index_only CONTAINERS...'
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0], usage=usage)
     parser.add_argument('paths', nargs='+', metavar='SOURCES... TARGET',
                         help='the sources: CSV files, .sdb files, tar shards (paths or patterns); then the target: '
                              'the .sdb or .csv file to write (a .csv gets its WAV files in the folder of its name), '

@@ -20,10 +20,10 @@ from deepspeech_training.data.audio import RecordAudio
 from deepspeech_training.data.samples import DataError, read_one
 from deepspeech_training.data.validation import Header, read_sample_header
 from deepspeech_training.flags import parse_size
-from test_sdb import corrupt, tool
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 from http_ranges import serving  # noqa: E402
+from sdb_cases import corrupt, tool  # noqa: E402
 
 RATE = 16000
 BLOCK = 1 << 20         # the build pass's reads in these tests: a few per container, many samples each

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, 'bin'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 import data_set_tool  # noqa: E402
 from http_ranges import serving  # noqa: E402
+from sdb_cases import corrupt, layout, tool  # noqa: E402
 
 TOOL = os.path.join(ROOT, 'bin', 'data_set_tool.py')
 RATE = 16000
@@ -55,11 +56,6 @@ def smoke_pcm(row):
 def smoke_wav_bytes(row):
     with open(os.path.join(SMOKE_DIR, row['wav_filename']), 'rb') as wav_file:
         return wav_file.read()
-
-
-def tool(*args):
-    """bin/data_set_tool.py in this process (one worker: no pool), its exit code."""
-    return data_set_tool.main(['--workers', '1'] + [str(a) for a in args])
 
 
 def read_csv_set(path):
@@ -134,15 +130,6 @@ def wav_sdb(tmp_path_factory):
     return path
 
 
-def layout(data):
-    """(samples start, index start, entry offsets) of a well-formed database's bytes."""
-    (meta_length,) = struct.unpack_from('>Q', data, 8)
-    samples_start = 16 + meta_length
-    index_start = samples_start + 8 + struct.unpack_from('>Q', data, samples_start)[0]
-    (count,) = struct.unpack_from('>Q', data, index_start + 8)
-    return samples_start, index_start, list(struct.unpack_from('>{}Q'.format(count), data, index_start + 16))
-
-
 def test_csv_to_wav_sdb_to_csv_keeps_transcripts_and_audio_exactly(wav_sdb, tmp_path):
     assert tool(wav_sdb, tmp_path / 'back.csv') == 0
     original, back = read_csv_set(SMOKE_CSV), read_csv_set(tmp_path / 'back.csv')
@@ -184,29 +171,6 @@ def test_hand_built_sdb_loads_and_our_writer_makes_the_same_bytes(wav_sdb, tmp_p
         expected, _ = soundfile.read(os.path.join(SMOKE_DIR, row['wav_filename']), dtype='float32')
         np.testing.assert_array_equal(reader.samples(record, RATE), expected)
     reader.close()
-
-
-def corrupt(data, case):
-    """`data` (a well-formed database) damaged as `case` says, and the byte offset its error must name."""
-    samples_start, index_start, offsets = layout(data)
-    data = bytearray(data)
-    if case == 'magic':
-        return b'SAMPLEDX' + data[8:], 0
-    if case == 'cut in the samples':
-        return data[:index_start - 100], index_start
-    if case == 'cut in the index':
-        return data[:-4], index_start + 16
-    if case == 'offset outside the samples':
-        struct.pack_into('>Q', data, index_start + 24, len(data) + 100)
-        return data, index_start + 24
-    if case in ('entry length short', 'entry length long'):
-        change = -1 if case.endswith('short') else 1
-        struct.pack_into('>I', data, offsets[1], struct.unpack_from('>I', data, offsets[1])[0] + change)
-        # short: the transcript's column runs past the entry; long: the columns do not fill it
-        return data, offsets[1] + 8 + struct.unpack_from('>I', data, offsets[1] + 4)[0] if change < 0 else offsets[1]
-    assert case == 'count'
-    struct.pack_into('>Q', data, samples_start + 8, 4)
-    return data, index_start
 
 
 @pytest.mark.parametrize('case', ['magic', 'cut in the samples', 'cut in the index', 'offset outside the samples',
