@@ -7,6 +7,7 @@ import io
 import os
 import re
 import shutil
+import struct
 import sys
 import tarfile
 
@@ -23,7 +24,7 @@ from deepspeech_training.flags import parse_size
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 from http_ranges import serving  # noqa: E402
-from sdb_cases import corrupt, tool  # noqa: E402
+from sdb_cases import corrupt, layout, tool  # noqa: E402
 
 RATE = 16000
 BLOCK = 1 << 20         # the build pass's reads in these tests: a few per container, many samples each
@@ -94,9 +95,20 @@ def containers(tmp_path_factory):
     found.update(odd_wav=write_sdb(folder / 'odd_wav.sdb', 5, extra=odd_audio()),
                  odd_opus=write_sdb(folder / 'odd_opus.sdb', 0, sdb.OPUS, odd_opus()),
                  odd_tar=write_tar(folder / 'odd.tar', 5, extra=odd_audio()))
-    for kind in ('odd_wav', 'odd_opus', 'odd_tar'):
+    found['reordered'] = reordered(found['wav'], folder / 'reordered.sdb')
+    for kind in ('odd_wav', 'odd_opus', 'odd_tar', 'reordered'):
         assert tool('--index_only', found[kind]) == 0
     return {kind: str(path) for kind, path in found.items()}
+
+
+def reordered(path, target):
+    """A copy of the database `path` whose index lists its entries last first (a valid .sdb: the index may
+    point anywhere in the sample chunk)."""
+    data = bytearray(path.read_bytes())
+    _, index_start, offsets = layout(data)
+    struct.pack_into('>{}Q'.format(len(offsets)), data, index_start + 16, *reversed(offsets))
+    target.write_bytes(bytes(data))
+    return target
 
 
 def today(path, alphabet):
@@ -125,7 +137,7 @@ def rows(index):
             for n in range(len(index))]
 
 
-@pytest.mark.parametrize('kind', ['wav', 'opus', 'tar0', 'tar1', 'odd_wav', 'odd_opus', 'odd_tar'])
+@pytest.mark.parametrize('kind', ['wav', 'opus', 'tar0', 'tar1', 'odd_wav', 'odd_opus', 'odd_tar', 'reordered'])
 def test_the_index_built_from_the_sidecar_and_from_the_cache_is_what_the_per_sample_readers_find(
         containers, kind, tmp_path, alphabet, capsys):
     path = containers[kind]
