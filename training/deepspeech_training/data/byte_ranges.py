@@ -6,6 +6,8 @@ open source serves every reader thread. A batch's samples are read in ascending 
 neighbours merged into one read of at most --read_buffer bytes, so on a networked filesystem a batch
 costs a round trip or two instead of one per sample, and no byte of another rank's samples is read.
 `Window` makes one sample's audio a file object of its own, so a header check reads just the header.
+`Sequential` reads a whole container front to back in a few large reads, for building its index in one
+pass (container_index.py) instead of a small read per sample.
 """
 import io
 import os
