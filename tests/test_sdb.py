@@ -1,9 +1,7 @@
 """Sample databases (.sdb) as DeepSpeech 0.9 and Coqui STT write them, WebDataset-style tar shards, and
 bin/data_set_tool.py: real speech (the bundled smoke-test utterances), real Opus (libopus through
 opuslib), real training runs."""
-import contextlib
 import csv
-import functools
 import http.server
 import io
 import os
@@ -11,7 +9,6 @@ import re
 import struct
 import sys
 import tarfile
-import threading
 
 import numpy as np
 import opuslib
@@ -28,7 +25,10 @@ from deepspeech_training.distributed import Single
 from deepspeech_training.flags import parse_size
 
 sys.path.insert(0, os.path.join(ROOT, 'bin'))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 import data_set_tool  # noqa: E402
+from http_ranges import serving  # noqa: E402
+from sdb_cases import corrupt, layout, tool  # noqa: E402
 
 TOOL = os.path.join(ROOT, 'bin', 'data_set_tool.py')
 RATE = 16000
@@ -56,11 +56,6 @@ def smoke_pcm(row):
 def smoke_wav_bytes(row):
     with open(os.path.join(SMOKE_DIR, row['wav_filename']), 'rb') as wav_file:
         return wav_file.read()
-
-
-def tool(*args):
-    """bin/data_set_tool.py in this process (one worker: no pool), its exit code."""
-    return data_set_tool.main(['--workers', '1'] + [str(a) for a in args])
 
 
 def read_csv_set(path):
@@ -123,53 +118,6 @@ def write_shards(folder):
     return folder
 
 
-class RangeHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves `Range: bytes=first-last` requests as nginx or an object store does (Python 3.9's handler
-    always sends whole files: it stands for a server without Range support)."""
-
-    def send_head(self):
-        wanted = re.fullmatch(r'bytes=(\d+)-(\d+)', self.headers.get('Range', ''))
-        if not wanted:
-            return super().send_head()
-        try:
-            with open(self.translate_path(self.path), 'rb') as served:
-                data = served.read()
-        except OSError:
-            self.send_error(404, 'File not found')
-            return None
-        first, last = int(wanted.group(1)), min(int(wanted.group(2)), len(data) - 1)
-        self.send_response(206)
-        self.send_header('Content-Range', 'bytes {}-{}/{}'.format(first, last, len(data)))
-        self.send_header('Content-Length', str(last + 1 - first))
-        self.end_headers()
-        return io.BytesIO(data[first:last + 1])
-
-    def log_message(self, *_):
-        pass
-
-
-class Server(http.server.ThreadingHTTPServer):
-    """A client that hangs up mid-answer (the loader refusing a whole file sent for a Range request) is
-    expected here: no traceback for it on the terminal, where a handler thread outliving its test prints."""
-
-    def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-@contextlib.contextmanager
-def serving(folder, handler=RangeHandler):
-    """`folder` on a local HTTP server (a thread of this process) for the block: its base URL."""
-    server = Server(('127.0.0.1', 0), functools.partial(handler, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield 'http://127.0.0.1:{}'.format(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.fixture(scope='module')
 def shards(tmp_path_factory):
     return write_shards(tmp_path_factory.mktemp('shards'))
@@ -180,15 +128,6 @@ def wav_sdb(tmp_path_factory):
     path = tmp_path_factory.mktemp('wav_sdb') / 'smoke.sdb'
     assert tool('--audio_type', 'wav', SMOKE_CSV, path) == 0
     return path
-
-
-def layout(data):
-    """(samples start, index start, entry offsets) of a well-formed database's bytes."""
-    (meta_length,) = struct.unpack_from('>Q', data, 8)
-    samples_start = 16 + meta_length
-    index_start = samples_start + 8 + struct.unpack_from('>Q', data, samples_start)[0]
-    (count,) = struct.unpack_from('>Q', data, index_start + 8)
-    return samples_start, index_start, list(struct.unpack_from('>{}Q'.format(count), data, index_start + 16))
 
 
 def test_csv_to_wav_sdb_to_csv_keeps_transcripts_and_audio_exactly(wav_sdb, tmp_path):
@@ -232,29 +171,6 @@ def test_hand_built_sdb_loads_and_our_writer_makes_the_same_bytes(wav_sdb, tmp_p
         expected, _ = soundfile.read(os.path.join(SMOKE_DIR, row['wav_filename']), dtype='float32')
         np.testing.assert_array_equal(reader.samples(record, RATE), expected)
     reader.close()
-
-
-def corrupt(data, case):
-    """`data` (a well-formed database) damaged as `case` says, and the byte offset its error must name."""
-    samples_start, index_start, offsets = layout(data)
-    data = bytearray(data)
-    if case == 'magic':
-        return b'SAMPLEDX' + data[8:], 0
-    if case == 'cut in the samples':
-        return data[:index_start - 100], index_start
-    if case == 'cut in the index':
-        return data[:-4], index_start + 16
-    if case == 'offset outside the samples':
-        struct.pack_into('>Q', data, index_start + 24, len(data) + 100)
-        return data, index_start + 24
-    if case in ('entry length short', 'entry length long'):
-        change = -1 if case.endswith('short') else 1
-        struct.pack_into('>I', data, offsets[1], struct.unpack_from('>I', data, offsets[1])[0] + change)
-        # short: the transcript's column runs past the entry; long: the columns do not fill it
-        return data, offsets[1] + 8 + struct.unpack_from('>I', data, offsets[1] + 4)[0] if change < 0 else offsets[1]
-    assert case == 'count'
-    struct.pack_into('>Q', data, samples_start + 8, 4)
-    return data, index_start
 
 
 @pytest.mark.parametrize('case', ['magic', 'cut in the samples', 'cut in the index', 'offset outside the samples',
@@ -441,7 +357,7 @@ def test_a_bad_sample_stops_the_tool_naming_source_and_row_and_writes_nothing(tm
         tmp_path / 'at_22k.csv', tmp_path / 'at_22k.wav') in ''.join(capsys.readouterr())
     assert tool('--audio_type', 'wav', tmp_path / 'at_22k.csv', tmp_path / 'out.sdb') == 0    # lossless: kept as is
     assert sorted(os.listdir(str(tmp_path))) == ['at_22k.csv', 'at_22k.wav', 'not_audio.csv', 'not_audio.wav',
-                                                 'out.sdb']
+                                                 'out.sdb', 'out.sdb.index']
 
 
 def test_shards_by_pattern_load_with_their_audio_and_convert(shards, tmp_path, alphabet):
@@ -483,7 +399,8 @@ def test_shards_over_http_load_as_on_disk_and_a_server_without_ranges_or_the_fil
 def test_csv_to_tar_shards_writes_webdataset_pairs_that_load_as_the_csv(tmp_path, alphabet):
     assert tool(SMOKE_CSV, tmp_path / 'smoke-{000..001}.tar') == 0
     assert tool(SMOKE_CSV, tmp_path / 'one.tar') == 0
-    assert sorted(os.listdir(str(tmp_path))) == ['one.tar', 'smoke-000.tar', 'smoke-001.tar']
+    assert sorted(os.listdir(str(tmp_path))) == ['one.tar', 'one.tar.index', 'smoke-000.tar', 'smoke-000.tar.index',
+                                                 'smoke-001.tar', 'smoke-001.tar.index']
     with tarfile.open(str(tmp_path / 'smoke-000.tar')) as tar:
         assert tar.getnames() == ['sample00000000.wav', 'sample00000000.txt', 'sample00000001.wav',
                                   'sample00000001.txt']
@@ -508,7 +425,7 @@ def test_a_failed_tar_conversion_leaves_no_shard(tmp_path, capsys):
     assert '{}: sample 2 (at byte {}): cannot convert'.format(source, offset) in ''.join(capsys.readouterr())
     assert tool(SMOKE_CSV, tmp_path / 'out-*.tar') == 1
     assert 'a target names its shards by a range such as' in ''.join(capsys.readouterr())
-    assert os.listdir(str(tmp_path)) == ['opus.sdb']
+    assert sorted(os.listdir(str(tmp_path))) == ['opus.sdb', 'opus.sdb.index']
 
 
 def test_a_shard_sample_without_transcript_is_named(tmp_path, alphabet):

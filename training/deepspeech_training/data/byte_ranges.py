@@ -6,6 +6,8 @@ open source serves every reader thread. A batch's samples are read in ascending 
 neighbours merged into one read of at most --read_buffer bytes, so on a networked filesystem a batch
 costs a round trip or two instead of one per sample, and no byte of another rank's samples is read.
 `Window` makes one sample's audio a file object of its own, so a header check reads just the header.
+`Sequential` reads a whole container front to back in a few large reads, for building its index in one
+pass (container_index.py) instead of a small read per sample.
 """
 import io
 import os
@@ -22,6 +24,10 @@ def is_url(path):
 
 class RangeError(OSError):
     """A source that cannot serve byte ranges; the message says what the server did and what is needed."""
+
+
+class NotFound(RangeError):
+    """A URL the server does not have (HTTP 404): for an optional file (a sidecar index) no error at all."""
 
 
 class LocalFile:
@@ -70,7 +76,8 @@ class HttpFile:
                                      'a filesystem'.format(self.path, response.status))
                 return response.read(), int(content_range.rsplit('/', 1)[1])
         except urllib.error.HTTPError as error:
-            raise RangeError('{}: HTTP error {} ({})'.format(self.path, error.code, error.reason)) from None
+            kind = NotFound if error.code == 404 else RangeError
+            raise kind('{}: HTTP error {} ({})'.format(self.path, error.code, error.reason)) from None
         except urllib.error.URLError as error:
             raise RangeError('{}: cannot reach the server ({})'.format(self.path, error.reason)) from None
 
@@ -85,6 +92,43 @@ class HttpFile:
 
 def open_source(path):
     return HttpFile(path) if is_url(path) else LocalFile(path)
+
+
+class InMemory:
+    """Bytes already read (`data`, from byte `start` of a file on) as a source, for code written for one."""
+
+    def __init__(self, data, start=0):
+        self.data, self.start = data, start
+        self.size = start + len(data)
+
+    def covers(self, offset, end):
+        return self.start <= offset and end <= self.size
+
+    def pread(self, offset, size):
+        return self.data[offset - self.start:offset - self.start + size]
+
+
+class Sequential:
+    """A source read front to back in reads of `block` bytes (one pass over a container: a handful of
+    large reads instead of one small read per sample); pread() at a lower offset than an earlier one
+    costs a read of its own, so read in ascending order. Reads the bytes of a pread() that spans more
+    than a block in one go."""
+
+    def __init__(self, source, block):
+        self.source, self.block, self.size = source, block, source.size
+        self.buffer = InMemory(b'')
+
+    def pread(self, offset, size):
+        end = min(offset + size, self.size)
+        if not self.buffer.covers(offset, end):
+            self.buffer = self._fill(offset, end)
+        return self.buffer.pread(offset, size)
+
+    def _fill(self, offset, end):
+        """A buffer from `offset` on that reaches `end`: the rest of the current one and the next block."""
+        kept = self.buffer.pread(offset, self.buffer.size - offset) if self.buffer.covers(offset, offset) else b''
+        start = offset + len(kept)
+        return InMemory(kept + self.source.pread(start, max(self.block, end - start)), offset)
 
 
 def read_ranges(source, ranges, limit):

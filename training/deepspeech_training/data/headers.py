@@ -181,7 +181,7 @@ class HeaderCache:
         table = _merge([table])
         try:
             os.makedirs(self.cache_dir, exist_ok=True)
-            with atomic_write(self.path(source), 'wb') as file:
+            with atomic_write(self.path(source), 'wb', shared=True) as file:
                 np.savez(file, **table)
         except OSError as error:
             log_warn('Cannot write the audio header cache {} ({}); the next run reads the headers again (set '

@@ -79,12 +79,10 @@ class Database:
     def _error(self, offset, what):
         return SdbError(self.path, offset, what)
 
-    def _read(self, offset, size, what, data=None, data_start=0):
-        """`size` bytes at `offset`: out of `data` (the bytes from `data_start` on) if given, else read."""
-        if data is None:
-            data = self.source.pread(offset, size)
-        else:
-            data = data[offset - data_start:offset - data_start + size]
+    def _read(self, offset, size, what, source=None):
+        """`size` bytes at `offset`, read from `source` if given (bytes already read, a one-pass reader of
+        this file), else from this database's own."""
+        data = (source or self.source).pread(offset, size)
         if len(data) < size:
             raise self._error(offset, '{} needs {} byte(s), the file ends after {} (truncated: copy or write it '
                                       'again)'.format(what, size, len(data)))
@@ -132,12 +130,16 @@ class Database:
     def labeled(self):
         return self.transcript is not None
 
-    def entry(self, offset, audio_bytes=None, data=None):
+    def entry(self, offset, audio_bytes=None, data=None, source=None):
         """The Entry at `offset` (`audio_bytes`: read only that many bytes of the audio; `data`: the entry's
-        bytes, already read); checks that it lies within the sample chunk and that its column lengths add
-        up to its entry length."""
+        bytes, already read; `source`: read it through that, e.g. a byte_ranges.Sequential pass over this
+        file); checks that it lies within the sample chunk and that its column lengths add up to its entry
+        length."""
+        if data is not None:
+            source = byte_ranges.InMemory(data, offset)
+
         def read(position, size, what):
-            return self._read(position, size, what, data, offset)
+            return self._read(position, size, what, source)
         (entry_length,) = INT.unpack(read(offset, INT.size, 'an entry length'))
         end = offset + INT.size + entry_length
         if end > self.index_start:

@@ -60,17 +60,34 @@ def split_key(name):
     return os.path.join(folder, stem), extension.lower()
 
 
-def read_samples(path):
-    """[(key, audio offset, audio size, transcript)] of a shard (a path or URL), in the order of its audio
-    members; only the members' headers and the transcripts are read."""
+def open_shard(path):
+    """The byte_ranges source of a shard; ShardError where a URL cannot serve byte ranges."""
     try:
-        source = byte_ranges.open_source(path)
+        return byte_ranges.open_source(path)
     except byte_ranges.RangeError as error:
         raise ShardError(str(error)) from None
+
+
+def read_samples(path):
+    """[(key, audio offset, audio size, transcript)] of a shard (a path or URL), in the order of its audio
+    members; only the members' headers and the transcripts are read (a read of 8 KB each)."""
+    source = open_shard(path)
+    try:
+        return [sample[:4] for sample in scan(path, byte_ranges.Sequential(source, io.DEFAULT_BUFFER_SIZE))]
+    finally:
+        source.close()
+
+
+def scan(path, source, inspect=None):
+    """[(key, audio offset, audio size, transcript, inspect(audio file) or None)] of the shard `path` read
+    through `source`, in the order of its audio members, read front to back (so a byte_ranges.Sequential
+    source reads the shard in one pass; `inspect` gets each audio member as a byte_ranges.Window while its
+    bytes are in that pass's buffer). Raises ShardError for a truncated or unreadable shard, unpaired keys
+    and transcripts that are not UTF-8."""
     size = source.size
     audio, texts = {}, {}
     try:
-        with tarfile.open(fileobj=io.BufferedReader(byte_ranges.Window(source)), mode='r:') as tar:
+        with tarfile.open(fileobj=byte_ranges.Window(source), mode='r:') as tar:
             for member in tar:
                 key, extension = split_key(member.name)
                 if not member.isfile() or extension not in AUDIO_EXTENSIONS + ('txt',):
@@ -82,7 +99,8 @@ def read_samples(path):
                 if extension != 'txt':
                     if key in audio:
                         raise ShardError('{}: {}: two audio files for one key; a sample has one'.format(path, key))
-                    audio[key] = (member.offset_data, member.size)
+                    window = byte_ranges.Window(source, member.offset_data, member.size)
+                    audio[key] = (member.offset_data, member.size, inspect(window) if inspect else None)
                 else:
                     texts[key] = _transcript(tar, member, path)
     except tarfile.TarError as error:
@@ -90,15 +108,13 @@ def read_samples(path):
                          .format(path, error)) from None
     except byte_ranges.RangeError as error:
         raise ShardError(str(error)) from None
-    finally:
-        source.close()
     unpaired = sorted(set(audio) ^ set(texts))
     if unpaired:
         key = unpaired[0]
         what = 'audio without a .txt' if key in audio else 'a .txt without audio'
         raise ShardError('{}: {}: {} ({} unpaired key(s)); each sample is <key>.wav (or .flac, .ogg, .opus) and '
                          '<key>.txt'.format(path, key, what, len(unpaired)))
-    return [(key, offset, length, texts[key]) for key, (offset, length) in audio.items()]
+    return [(key, offset, length, texts[key], inspected) for key, (offset, length, inspected) in audio.items()]
 
 
 def _transcript(tar, member, path):
