@@ -1,8 +1,10 @@
 """data/container_index.py: the per-sample metadata of a .sdb or tar shard (offsets, sizes, transcripts,
 audio headers) read in a few read calls per container: from the sidecar bin/data_set_tool.py writes, from a
-cache, or built in one pass; always what today's per-sample readers (samples.read_one,
-validation.read_sample_header) find. Real files: the smoke corpus through the tool, and generated ones
-of thousands of tiny clips (sdb.Writer, tarfile) to count read calls as the sample count grows."""
+cache, or built in one pass; always what a walk of the container sample by sample finds (walk(): the
+entries of sdb.Database, the members of Python's tarfile, each audio header read from its bytes), and what
+samples.read_records gives (its records, or its error for a corrupt container). Real files: the smoke
+corpus through the tool, and generated ones of thousands of tiny clips (sdb.Writer, tarfile) to count read
+calls as the sample count grows."""
 import io
 import os
 import re
@@ -17,10 +19,7 @@ import soundfile
 
 from conftest import ROOT, SMOKE_CSV
 from deepspeech_training.data import container_index, opus, sdb, tar_shards
-from deepspeech_training.data.audio import RecordAudio
-from deepspeech_training.data.samples import DataError, read_one
-from deepspeech_training.data.validation import Header, read_sample_header
-from deepspeech_training.flags import parse_size
+from deepspeech_training.data.samples import DataError, read_records
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 from http_ranges import serving  # noqa: E402
@@ -44,7 +43,7 @@ def transcript(number):
 
 
 def odd_audio():
-    """Samples today's readers find unusual: not audio (a header error), stereo at 8 kHz (a header)."""
+    """Unusual samples: not audio (a header error), stereo at 8 kHz (a header)."""
     return [(b'JUNK' * 20, 'bad'), (clip(1, rate=8000, channels=2), 'stereo')]
 
 
@@ -111,23 +110,85 @@ def reordered(path, target):
     return target
 
 
-def today(path, alphabet):
-    """[(offset, length, size, transcript, header)] of a container's samples as today's per-sample readers
-    find them (header: ((rate, channels, frames), None) or (None, what is wrong))."""
-    records = read_one(path, alphabet)
-    audio = RecordAudio(parse_size('1MB'))
-    rows = []
-    for record in records:
-        header = read_sample_header(audio, record)
-        header = ((header.sample_rate, header.channels, header.frames), None) if isinstance(header, Header) \
-            else (None, re.sub(r'Error opening <[^>]*>: ', '', header[1]))     # an address: see read_audio_header
-        rows.append((record.offset, record.length, record.filesize, record.transcript, header))
-    audio.close()
-    return rows
+def walk(path):
+    """[(offset, length, size, transcript, header)] of a container's samples found sample by sample, without
+    container_index: a .sdb's entries by sdb.Database (in the order of its index), a tar shard's audio
+    members by Python's tarfile (in the order of the shard); header: ((rate, channels, frames), None) or
+    (None, what is wrong). Raises the container's error (sdb.SdbError, or tar_shards.ShardError worded as
+    the index build words it) where it is corrupt."""
+    return walk_sdb(path) if sdb.is_sdb(path) else walk_tar(path)
+
+
+def walk_sdb(path):
+    with sdb.Database(path) as database:
+        rows = []
+        for offset in database.offsets:
+            entry = database.entry(offset)
+            assert len(entry.audio) == entry.audio_length
+            size = entry.audio_length
+            if database.audio_type == sdb.OPUS:
+                size = opus.read_header(entry.audio)[0] + container_index.WAV_HEADER_BYTES
+            rows.append((offset, entry.size, size, entry.transcript, audio_header(database.audio_type, entry.audio)))
+        return rows
+
+
+def walk_tar(path):
+    """WebDataset pairs: a member's key is its path up to the first dot of its file name; <key>.txt holds the
+    transcript (stripped), <key>.wav (or .flac, .ogg, .opus) the audio; other members are ignored."""
+    size = os.path.getsize(path)
+    audio, texts = {}, {}
+    with open(path, 'rb') as shard, tarfile.open(path, 'r:') as tar:
+        for member in tar:
+            folder, name = member.name.rpartition('/')[::2]
+            stem, _, extension = name.partition('.')
+            key, extension = folder + '/' * bool(folder) + stem, extension.lower()
+            if not member.isfile() or extension not in ('wav', 'flac', 'ogg', 'opus', 'txt'):
+                continue
+            if member.offset_data + member.size > size:
+                raise tar_shards.ShardError(
+                    '{}: at byte {}: {} needs {} byte(s), the file ends at byte {} (truncated: copy or write it '
+                    'again)'.format(path, member.offset_data, member.name, member.size, size))
+            if extension == 'txt':
+                texts[key] = tar.extractfile(member).read().decode('utf-8').strip()
+            else:
+                assert key not in audio, key
+                shard.seek(member.offset_data)
+                audio[key] = member.offset_data, member.size, shard.read(member.size)
+    unpaired = sorted(set(audio) ^ set(texts))
+    if unpaired:
+        raise tar_shards.ShardError(
+            '{}: {}: {} ({} unpaired key(s)); each sample is <key>.wav (or .flac, .ogg, .opus) and <key>.txt'
+            .format(path, unpaired[0], 'audio without a .txt' if unpaired[0] in audio else 'a .txt without audio',
+                    len(unpaired)))
+    return [(offset, length, length, texts[key], audio_header(sdb.WAV, data))
+            for key, (offset, length, data) in audio.items()]
+
+
+def audio_header(audio_type, audio):
+    """((rate, channels, frames), None) of a sample's audio bytes, read here (soundfile, or the Opus
+    framing's header); where they cannot be read, (None, why) in container_index.read_audio_header's words."""
+    try:
+        if audio_type == sdb.OPUS:
+            pcm_length, rate, channels, width = opus.check_header(audio)
+            return (rate, channels, pcm_length // (channels * width)), None
+        info = soundfile.info(io.BytesIO(audio))
+        return (int(info.samplerate), int(info.channels), int(info.frames)), None
+    except Exception:  # noqa: BLE001 -- whatever libsndfile raises for bytes that are not a WAV
+        values, error = container_index.read_audio_header(audio_type, io.BytesIO(audio))
+        assert values is None and error
+        return None, error
+
+
+def records_rows(path, alphabet):
+    """[(offset, length, size, transcript)] of the records samples.read_records reads of a container."""
+    records = read_records([path], alphabet)
+    for number, record in enumerate(records):
+        assert (record.audio_path, record.source, record.row) == (path, path, number)
+    return [(record.offset, record.length, record.filesize, record.transcript) for record in records]
 
 
 def rows(index):
-    """today()'s rows of an index."""
+    """walk()'s rows of an index."""
     def header(n):
         if n in index.header_errors:
             assert index.frames[n] == -1
@@ -138,10 +199,11 @@ def rows(index):
 
 
 @pytest.mark.parametrize('kind', ['wav', 'opus', 'tar0', 'tar1', 'odd_wav', 'odd_opus', 'odd_tar', 'reordered'])
-def test_the_index_built_from_the_sidecar_and_from_the_cache_is_what_the_per_sample_readers_find(
+def test_the_index_built_from_the_sidecar_and_from_the_cache_is_what_a_walk_of_the_samples_finds(
         containers, kind, tmp_path, alphabet, capsys):
     path = containers[kind]
-    expected = today(path, alphabet)
+    expected = walk(path)
+    assert records_rows(path, alphabet) == [row[:4] for row in expected]
     copy = str(tmp_path / os.path.basename(path))           # without its sidecar
     shutil.copy(path, copy)
     cache = str(tmp_path / 'cache')
@@ -263,7 +325,7 @@ def test_over_http_an_index_with_its_sidecar_takes_a_few_requests_whatever_the_s
     assert built <= 2 * (os.path.getsize(large['tar', 1000]) / BLOCK + container_index.PROBES + 3)
 
 
-def test_a_stale_or_garbage_sidecar_or_cache_file_is_named_and_the_index_built_again(tmp_path, alphabet, capsys):
+def test_a_stale_or_garbage_sidecar_or_cache_file_is_named_and_the_index_built_again(tmp_path, capsys):
     path = write_sdb(tmp_path / 'clips.sdb', 48, extra=[(clip(0), 'yes no'), (clip(1), 'no yes')])
     container_index.write_sidecar(path)
     sidecar = path + container_index.SIDECAR
@@ -272,7 +334,7 @@ def test_a_stale_or_garbage_sidecar_or_cache_file_is_named_and_the_index_built_a
     size = os.path.getsize(path)
     write_sdb(path, 48, extra=[(clip(0), 'no yes'), (clip(1), 'yes no')])      # the same size, rewritten
     assert os.path.getsize(path) == size
-    expected = today(path, alphabet)
+    expected = walk(path)
     assert [row[3] for row in expected[48:]] == ['no yes', 'yes no']
     capsys.readouterr()
     cache = str(tmp_path / 'cache')
@@ -293,15 +355,19 @@ def test_a_stale_or_garbage_sidecar_or_cache_file_is_named_and_the_index_built_a
 
 
 def sdb_error(path, alphabet):
-    """Today's error for a corrupt container: read_one's."""
+    """The error of a corrupt container: the one problem samples.read_records names, which is the error a walk
+    of the container sample by sample meets (sdb.Database's, or that of the walk of the tar shard)."""
     with pytest.raises(DataError) as error:
-        read_one(path, alphabet)
+        read_records([path], alphabet)
+    with pytest.raises((sdb.SdbError, tar_shards.ShardError)) as walked:
+        walk(path)
+    assert error.value.problems == [str(walked.value)]
     return error.value.problems[0]
 
 
 @pytest.mark.parametrize('case', ['cut in the samples', 'cut in the index', 'offset outside the samples',
                                   'entry length short', 'entry length long'])
-def test_a_corrupt_sdb_with_its_old_sidecar_gives_todays_error(containers, case, tmp_path, alphabet, capsys):
+def test_a_corrupt_sdb_with_its_old_sidecar_gives_the_error_of_a_walk_of_its_entries(containers, case, tmp_path, alphabet, capsys):
     with open(containers['wav'], 'rb') as original:
         data, offset = corrupt(original.read(), case)
     path = str(tmp_path / 'bad.sdb')
@@ -315,7 +381,7 @@ def test_a_corrupt_sdb_with_its_old_sidecar_gives_todays_error(containers, case,
     assert 'not used, it belongs to another version' in capsys.readouterr().err
 
 
-def test_a_truncated_or_unpaired_shard_gives_todays_error(containers, tmp_path, alphabet):
+def test_a_truncated_or_unpaired_shard_gives_the_error_of_a_walk_of_its_members(containers, tmp_path, alphabet):
     with open(containers['tar0'], 'rb') as original:
         data = original.read()
     cut = str(tmp_path / 'cut.tar')

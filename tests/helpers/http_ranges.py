@@ -5,6 +5,7 @@ import contextlib
 import functools
 import http.server
 import io
+import os
 import re
 import sys
 import threading
@@ -21,16 +22,18 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
             return super().send_head()
         try:
             with open(self.translate_path(self.path), 'rb') as served:
-                data = served.read()
+                size = os.fstat(served.fileno()).st_size
+                first, last = int(wanted.group(1)), min(int(wanted.group(2)), size - 1)
+                served.seek(first)
+                data = served.read(last + 1 - first)
         except OSError:
             self.send_error(404, 'File not found')
             return None
-        first, last = int(wanted.group(1)), min(int(wanted.group(2)), len(data) - 1)
         self.send_response(206)
-        self.send_header('Content-Range', 'bytes {}-{}/{}'.format(first, last, len(data)))
-        self.send_header('Content-Length', str(last + 1 - first))
+        self.send_header('Content-Range', 'bytes {}-{}/{}'.format(first, last, size))
+        self.send_header('Content-Length', str(len(data)))
         self.end_headers()
-        return io.BytesIO(data[first:last + 1])
+        return io.BytesIO(data)
 
     def log_message(self, *_):
         pass

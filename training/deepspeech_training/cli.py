@@ -23,7 +23,8 @@ from .util import logging
 
 def read_set(csv_paths, config, limit, reverse, kind, skipped=None):
     before = len(skipped or [])
-    records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse, skipped=skipped)
+    records = read_sources(csv_paths, config.alphabet, limit=limit, reverse=reverse, skipped=skipped,
+                           cache_dir=config.data_cache_dir)
     if not records:
         left_out = len(skipped or []) - before
         raise DataError(['{}: no samples in {}{}'.format(

@@ -1,5 +1,5 @@
-"""Audio headers for the validation pass (validation.py): read from a file, from a sample inside a .sdb or
-tar shard, or remembered from an earlier run (HeaderCache).
+"""Audio headers of files for the validation pass (validation.py): read, or remembered from an earlier run
+(HeaderCache). (Of samples in a .sdb or tar shard the container index has them: container_index.py.)
 
 A plain PCM WAV file's header is parsed here (`wav_header`): at a million files soundfile.info costs
 ~29 us a file (29 s of start-up) and the standard library's `wave` ~17 us, a RIFF walk over the first
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile
 
-from . import opus, sdb, tar_shards
 from ..util.atomic import atomic_write
 from ..util.logging import log_warn
 
@@ -103,29 +102,11 @@ def _soundfile_header(path):
     return Header(int(info.samplerate), int(info.channels), int(info.frames))
 
 
-def read_sample_header(record_audio, record):
-    """read_header() of a sample inside a .sdb or tar shard, through `record_audio` (a RecordAudio): only its
-    header is read (a WAV file's chunks, or the Opus framing's header; its packets are checked when decoded)."""
-    try:
-        audio_type, audio_file = record_audio.audio_file(record)
-        if audio_type == sdb.OPUS:
-            pcm_length, rate, channels, width = opus.check_header(audio_file.read(opus.HEADER.size))
-            return Header(rate, channels, pcm_length // (channels * width))
-        info = soundfile.info(audio_file)
-    except OSError as error:
-        return UNREADABLE, 'cannot read {}: {} (check its permissions)'.format(record.audio_path,
-                                                                               error.strerror or error)
-    except (sdb.SdbError, tar_shards.ShardError, opus.OpusError) as error:
-        return NOT_AUDIO, 'corrupt sample: {} (write the file again, e.g. with bin/data_set_tool.py)'.format(error)
-    except Exception as error:  # noqa: BLE001 -- whatever libsndfile raises for bytes that are not a WAV
-        return NOT_AUDIO, ('its audio is not a readable WAV file ({}): write the file again, e.g. with '
-                           'bin/data_set_tool.py'.format(str(error).strip().rstrip('.')))
-    return Header(int(info.samplerate), int(info.channels), int(info.frames))
-
-
 def path_key(path):
-    """A 64-bit key of an audio path, the same in every process (Python's hash() is salted per process)."""
-    return int.from_bytes(hashlib.blake2b(path.encode('utf-8', 'surrogateescape'), digest_size=8).digest(), 'little')
+    """A 64-bit key of an audio path (str, or bytes in UTF-8), the same in every process (Python's hash() is
+    salted per process). Two paths of a million share a key with a chance of ~3e-8."""
+    data = path if isinstance(path, bytes) else path.encode('utf-8', 'surrogateescape')
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), 'little')
 
 
 STAMP_FIELDS = ('size', 'mtime_ns', 'ctime_ns', 'inode')
@@ -140,8 +121,8 @@ class HeaderCache:
 
     def __init__(self, cache_dir, sources):
         self.cache_dir, self.loaded = cache_dir, {}
-        tables = [self._load(source) for source in sources]
-        self.table = _merge([t for t in tables if t is not None])
+        tables = [t for t in (self._load(source) for source in sources) if t is not None]
+        self.table = tables[0] if len(tables) == 1 else _merge(tables)     # (each file is saved merged)
 
     def path(self, source):
         name = hashlib.blake2b(os.path.abspath(source).encode('utf-8', 'surrogateescape'), digest_size=12).hexdigest()

@@ -5,15 +5,12 @@ and sharded before any sample is read.
 import csv
 import os
 
-import numpy as np
-
-from . import byte_ranges, opus, sdb, tar_shards
+from . import byte_ranges, container_index, sdb, tar_shards
 from .records import Columns, LabelEncoder, Records, SampleRecord, sample_where  # noqa: F401 (the names users import)
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
 MAX_LISTED_PROBLEMS = 20
 CSV_CHUNK = 1 << 16         # rows encoded at once: arrays, not a list of a million rows
-WAV_HEADER_BYTES = 44       # an Opus sample's size is that of its PCM as a WAV file, comparable to a CSV's
 DEFAULT_READ_BUFFER = 1 << 20
 
 
@@ -147,47 +144,19 @@ def binary_kind(path, sniff=4096):
     return ''
 
 
-def add_sdb(columns, path, skipped=None):
-    """Add the samples of one sample database to `columns`: its index, and of each entry its lengths,
-    transcript and Opus header; raises DataError listing every transcript the alphabet cannot encode, or the
-    first corrupt entry."""
+def add_container(columns, path, skipped=None, cache_dir=None):
+    """Add the samples of one sample database or tar shard to `columns`, from its index (container_index.py:
+    a few reads whatever the number of samples); raises DataError listing every transcript the alphabet
+    cannot encode, or naming the corrupt byte."""
     try:
-        with sdb.Database(path) as database:
-            if columns.encoder and not database.labeled:
-                raise DataError(['{}: a sample database without transcripts (written with --unlabeled): training '
-                                 'and testing need them'.format(path)])
-            lengths, sizes, transcripts = [], [], []
-            for number, offset in enumerate(database.offsets):
-                entry = database.entry(offset, audio_bytes=opus.HEADER.size)
-                size = entry.audio_length
-                if database.audio_type == sdb.OPUS:
-                    try:
-                        size = opus.read_header(entry.audio)[0] + WAV_HEADER_BYTES
-                    except opus.OpusError as error:
-                        raise sdb.SdbError(path, offset, 'sample {}: {}'.format(number, error)) from None
-                lengths.append(entry.size)
-                sizes.append(size)
-                transcripts.append(entry.transcript)
-            offsets = database.offsets
-    except sdb.SdbError as error:
+        index = container_index.read_index(path, cache_dir)
+    except (sdb.SdbError, tar_shards.ShardError, byte_ranges.RangeError) as error:
         raise DataError([str(error)]) from None
-    _add_contained(columns, path, offsets, lengths, sizes, transcripts, skipped)
-
-
-def add_tar(columns, path, skipped=None):
-    """Add the samples of one tar shard (tar_shards.py) to `columns`, transcripts checked as a CSV's."""
-    try:
-        samples = tar_shards.read_samples(path)
-    except tar_shards.ShardError as error:
-        raise DataError([str(error)]) from None
-    offsets, sizes, transcripts = ([s[i] for s in samples] for i in (1, 2, 3))
-    _add_contained(columns, path, offsets, sizes, sizes, transcripts, skipped)
-
-
-def _add_contained(columns, path, offsets, lengths, sizes, transcripts, skipped):
-    bad = columns.add_contained(columns.add_source(path), list(range(len(offsets))), offsets, lengths, sizes,
-                                transcripts if columns.encoder else None)
-    problems = ['{}: {}'.format(sample_where(path, number, offsets[number]), message)
+    if columns.encoder and not index.labeled:
+        raise DataError(['{}: a sample database without transcripts (written with --unlabeled): training '
+                         'and testing need them'.format(path)])
+    bad = columns.add_contained(columns.add_source(path), index)
+    problems = ['{}: {}'.format(sample_where(path, number, index.offsets[number]), message)
                 for number, message in sorted(bad.items())]
     if problems and skipped is None:
         raise DataError(problems)
@@ -195,22 +164,23 @@ def _add_contained(columns, path, offsets, lengths, sizes, transcripts, skipped)
         skipped.extend(problems)
 
 
-def add_source(columns, path, skipped=None):
-    if sdb.is_sdb(path):
-        return add_sdb(columns, path, skipped)
-    if byte_ranges.is_url(path) and not tar_shards.is_tar(path):
+def add_source(columns, path, skipped=None, cache_dir=None):
+    if sdb.is_sdb(path) or tar_shards.is_tar(path):
+        return add_container(columns, path, skipped, cache_dir)
+    if byte_ranges.is_url(path):
         raise DataError(['{}: only sample databases (.sdb) and tar shards (.tar) are read from a URL; a CSV and '
                          'its WAV files must be on a filesystem'.format(path)])
-    return add_tar(columns, path, skipped) if tar_shards.is_tar(path) else add_csv(columns, path, skipped)
+    return add_csv(columns, path, skipped)
 
 
-def read_records(paths, alphabet, skipped=None):
+def read_records(paths, alphabet, skipped=None, cache_dir=None):
     """Records of CSV files, sample databases (.sdb) and tar shards (paths or patterns), in the order of
-    their files (`alphabet` None: unlabeled; `skipped`: as add_csv's)."""
+    their files (`alphabet` None: unlabeled; `skipped`: as add_csv's; `cache_dir`: where container indexes
+    built for want of a sidecar are kept, --data_cache_dir)."""
     problems, columns = [], Columns(LabelEncoder(alphabet) if alphabet else None)
     for path in tar_shards.expand_all(paths):
         try:
-            add_source(columns, path, skipped)
+            add_source(columns, path, skipped, cache_dir)
         except DataError as error:
             problems.extend(error.problems)
     if problems:
@@ -218,10 +188,10 @@ def read_records(paths, alphabet, skipped=None):
     return Records(columns.finish())
 
 
-def read_sources(paths, alphabet, limit=0, reverse=False, skipped=None):
+def read_sources(paths, alphabet, limit=0, reverse=False, skipped=None, cache_dir=None):
     """Records of several CSVs and sample databases merged, sorted by audio size (as DeepSpeech: similar
     lengths batch together), shortest first unless `reverse`, cut to the first `limit` when limit > 0
     (`skipped`: as add_csv's; samples are left out before the limit applies)."""
-    records = read_records(paths, alphabet, skipped).sorted_by_size(reverse)
+    records = read_records(paths, alphabet, skipped, cache_dir).sorted_by_size(reverse)
     return records[:limit] if limit > 0 else records
 

@@ -9,7 +9,6 @@ The key of a member is its path up to the first dot of its file name (WebDataset
 with other extensions are ignored.
 """
 import glob
-import io
 import os
 import re
 import tarfile
@@ -66,16 +65,6 @@ def open_shard(path):
         return byte_ranges.open_source(path)
     except byte_ranges.RangeError as error:
         raise ShardError(str(error)) from None
-
-
-def read_samples(path):
-    """[(key, audio offset, audio size, transcript)] of a shard (a path or URL), in the order of its audio
-    members; only the members' headers and the transcripts are read (a read of 8 KB each)."""
-    source = open_shard(path)
-    try:
-        return [sample[:4] for sample in scan(path, byte_ranges.Sequential(source, io.DEFAULT_BUFFER_SIZE))]
-    finally:
-        source.close()
 
 
 def scan(path, source, inspect=None):

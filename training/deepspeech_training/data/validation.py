@@ -24,19 +24,18 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import tensorflow.compat.v1 as tfv1
 
-from .audio import RecordAudio
 from .feeding import frame_count
 from .headers import (EMPTY, HEADER_FIELDS, MISSING, NOT_AUDIO, STAMP_FIELDS, UNREADABLE,  # noqa: F401 (kinds)
-                      Header, HeaderCache, path_key, read_header, read_sample_header, stamp)
+                      Header, HeaderCache, path_key, read_header, stamp)
 from ..util.logging import Progress, log_info, log_warn
-from .samples import DEFAULT_READ_BUFFER, DataError
+from .samples import DataError
 
 # Problem kinds, as counted in the --skip_invalid_samples summary (with those of headers.py).
 SAMPLE_RATE = 'wrong sample rate'
 CHANNELS = 'not mono'
 TOO_LONG = 'transcript too long for the audio'
 
-CHUNK = 64              # paths per pool task (one task per path costs more than reading a header)
+CHUNK = 256             # paths per pool task (one task per path costs more than reading a header)
 POOL_MIN_PATHS = 256    # below this a pool does not pay for itself
 PROGRESS_MIN_PATHS = 2000
 MAX_WORKERS = 16        # header reads are I/O-bound: more threads than cores help on network filesystems
@@ -117,12 +116,11 @@ def _file_stamp(path):
 
 
 class AudioCheck:
-    """The headers of one rank's share of the distinct audio of some sets: from the header cache, or read
-    (files by a thread pool; samples in .sdb files and shards through one RecordAudio, which opens each
-    container once for all threads). Headers read from files are kept in `new` for the cache."""
+    """The headers of one rank's share of the distinct audio files of some sets: from the header cache, or
+    read by a thread pool. Headers read are kept in `new` for the cache."""
 
-    def __init__(self, cache, workers, read_buffer, progress):
-        self.cache, self.workers, self.read_buffer, self.progress = cache, workers, read_buffer, progress
+    def __init__(self, cache, workers, progress):
+        self.cache, self.workers, self.progress = cache, workers, progress
         self.done = 0
         self.new = []       # (sources, keys, stamps [n, 4], headers [n, 3]) of files read
 
@@ -157,23 +155,6 @@ class AudioCheck:
                              np.array([read[n][0] for n in good], np.int64), headers[misses[good]]))
         return {int(misses[n]): header for n, (_, header) in enumerate(read) if not isinstance(header, Header)}
 
-    def contained(self, records):
-        """(headers [3, n], {index: problem}) of samples in .sdb files and tar shards."""
-        record_audio = RecordAudio(self.read_buffer)
-        try:
-            found = _pooled(lambda record: read_sample_header(record_audio, record), records, self.workers,
-                            self.advance)
-        finally:
-            record_audio.close()
-        headers = np.full((len(records), 3), UNKNOWN, np.int64)
-        problems = {}
-        for i, header in enumerate(found):
-            if isinstance(header, Header):
-                headers[i] = (header.sample_rate, header.channels, header.frames)
-            else:
-                problems[i] = header
-        return headers.T, problems
-
 
 def default_workers(dist):
     """Threads per rank: header reads wait on I/O, so a few per core share, at most MAX_WORKERS."""
@@ -195,14 +176,12 @@ def _gather(dist, obj):
 def audio_keys(records):
     """A 64-bit key of each record's audio (headers.path_key of its file, or of its container plus its offset):
     the same audio in two sets has one key, and every rank computes the same keys."""
-    offsets = records.column('offsets')
     keys = np.zeros(len(records), np.uint64)
+    for start in range(0, len(records), BLOCK):
+        keys[start:start + BLOCK] = [path_key(path) for path in records[start:start + BLOCK].audio_paths()]
+    offsets = records.column('offsets')
     contained = offsets >= 0
-    if contained.any():
-        container_keys = np.array([path_key(s) for s in records.columns.sources], np.uint64)
-        keys[contained] = container_keys[records.column('source_ids')[contained]] + offsets[contained].astype(np.uint64)
-    files = np.flatnonzero(~contained)
-    keys[files] = [path_key(records.audio_path(p)) for p in records.positions[files]]
+    keys[contained] += offsets[contained].astype(np.uint64)
     return keys
 
 
@@ -223,7 +202,7 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
     cache = HeaderCache(cache_dir, csv_sources) if cache_dir and csv_sources else None
     progress = (Progress('Checking audio', n_mine, unit='Files', show_loss=False)
                 if dist.is_chief and n_mine >= PROGRESS_MIN_PATHS else None)
-    check = AudioCheck(cache, default_workers(dist) if workers is None else workers, config.read_buffer, progress)
+    check = AudioCheck(cache, default_workers(dist) if workers is None else workers, progress)
     headers, problems = _read_share(sets, first[dist.rank::dist.size], distinct[dist.rank::dist.size], set_starts,
                                     check)
     if progress:
@@ -273,13 +252,26 @@ def _read_share(sets, representatives, keys, set_starts, check):
         contained = records.column('offsets')[index] >= 0
         files = records.take(index[~contained])
         source_ids = files.column('source_ids')
-        parts = [(~contained, check.files([files.audio_path(p) for p in files.positions], keys[chosen[~contained]],
+        parts = [(~contained, check.files(files.audio_paths(), keys[chosen[~contained]],
                                           np.array(files.columns.sources, object)[source_ids])),
-                 (contained, check.contained(list(records.take(index[contained]))))]
+                 (contained, _indexed_headers(records.take(index[contained])))]
         for selection, (part_headers, part_problems) in parts:
             where = chosen[selection]
             headers[:, where] = part_headers
             problems.update((int(where[i]), problem) for i, problem in part_problems.items())
+    return headers, problems
+
+
+def _indexed_headers(records):
+    """(headers [3, n], {index: problem}) of samples in .sdb files and shards, as their container indexes
+    hold them (read with the records)."""
+    headers, problems = np.full((3, len(records)), UNKNOWN, np.int64), {}
+    source_ids, numbers = records.column('source_ids'), records.column('rows')
+    for source_id in np.unique(source_ids):
+        rates, channels, frames, errors = records.columns.container_headers[source_id]
+        ours = np.flatnonzero(source_ids == source_id)
+        headers[:, ours] = rates[numbers[ours]], channels[numbers[ours]], frames[numbers[ours]]
+        problems.update((int(i), (NOT_AUDIO, errors[int(numbers[i])])) for i in ours if int(numbers[i]) in errors)
     return headers, problems
 
 

@@ -1,0 +1,206 @@
+"""The data path at corpus scale (issue 31), in process and in seconds: what start-up reads and keeps does
+not grow per sample where it must not. Corpora of 10k and 100k samples are generated in the test: CSV rows
+(files needed only where audio is checked), and .sdb files and tar shards of one tiny clip repeated, with
+the index beside them written from what the test wrote (building it is container_index's own test)."""
+import io
+import os
+import re
+import shutil
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+import soundfile
+
+from conftest import SMOKE_DIR
+from deepspeech_training.config import Config
+from deepspeech_training.data import container_index, sdb
+from deepspeech_training.data.samples import read_records, read_sources
+from deepspeech_training.data.validation import validate_sets
+from deepspeech_training.distributed import Single
+from deepspeech_training.util.text import load_alphabet
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
+from http_ranges import serving  # noqa: E402
+LETTERS = 'abcdefghijklmnopqrstuvwxyz'
+MAX_BYTES_PER_SAMPLE = 100      # issue 31's bound for the sample index, with short paths and transcripts
+
+
+@pytest.fixture(scope='module')
+def alphabet():
+    return load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
+
+
+def config(alphabet, cache_dir=None):
+    return Config(alphabet=alphabet, n_input=26, n_context=9, audio_window_samples=512, audio_step_samples=320,
+                  n_hidden=8, n_classes=alphabet.GetSize() + 1, data_cache_dir=cache_dir)
+
+
+def clip_bytes(seconds=0.04, rate=16000):
+    """A WAV file's bytes: `seconds` of quiet noise, one feature frame: enough for a one-letter transcript."""
+    out = io.BytesIO()
+    noise = np.random.default_rng(0).integers(-300, 300, int(seconds * rate), dtype=np.int16)
+    soundfile.write(out, noise, rate, format='WAV', subtype='PCM_16')
+    return out.getvalue()
+
+
+def transcript(number):
+    return LETTERS[number % len(LETTERS)]
+
+
+def write_csv(path, count, wav_name=lambda n: 'clips/common_{:07d}.wav'.format(n)):
+    with open(path, 'w') as out:
+        out.write('wav_filename,wav_filesize,transcript\n')
+        out.writelines('{},{},{}\n'.format(wav_name(n), 3244 + n % 977, transcript(n)) for n in range(count))
+    return str(path)
+
+
+def index_for(path, offsets, lengths, audio, count):
+    """The index of a container the test wrote (`count` samples of the one clip `audio`), beside it."""
+    rate, channels, frames = 16000, 1, (len(audio) - 44) // 2
+    texts = [transcript(n).encode() for n in range(count)]
+    size, fingerprint = container_index.identify(path)
+    index = container_index.ContainerIndex(
+        size, fingerprint, sdb.WAV, True, np.asarray(offsets, np.int64), np.asarray(lengths, np.int64),
+        np.full(count, len(audio), np.int64), b''.join(texts), np.cumsum([len(t) for t in texts]),
+        np.full(count, rate, np.int32), np.full(count, channels, np.int32), np.full(count, frames, np.int64), {})
+    container_index.write_index(index, path + container_index.SIDECAR)
+
+
+def write_sdb(path, count):
+    audio = clip_bytes()
+    with open(path, 'wb') as out:
+        writer = sdb.Writer(out, sdb.WAV)
+        for n in range(count):
+            writer.add(audio, transcript(n))
+        writer.finish()
+    entry = 4 + 4 + len(audio) + 4      # entry length field, audio column, transcript column lengths
+    index_for(path, writer.offsets, [entry + len(transcript(n)) for n in range(count)], audio, count)
+    return path
+
+
+def write_tar(path, count):
+    """A WebDataset shard as tarfile writes one, its member headers made by tarfile (TarInfo.tobuf) and the
+    rest written here: tarfile.addfile takes ~15 s for 200k members."""
+    audio, offsets = clip_bytes(), []
+    with open(path, 'wb') as out:
+        for n in range(count):
+            for name, data in (('{:07d}.wav'.format(n), audio), ('{:07d}.txt'.format(n), transcript(n).encode())):
+                member = tarfile.TarInfo(name)
+                member.size = len(data)
+                out.write(member.tobuf(tarfile.USTAR_FORMAT))
+                if name.endswith('.wav'):
+                    offsets.append(out.tell())
+                out.write(data + bytes(-len(data) % tarfile.BLOCKSIZE))
+        out.write(bytes(2 * tarfile.BLOCKSIZE))
+    index_for(path, offsets, [len(audio)] * count, audio, count)
+    return path
+
+
+@pytest.fixture(scope='module')
+def containers(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('containers')
+    return {(kind, count): write(str(folder / '{}-{}.{}'.format(kind, count, kind)), count)
+            for kind, write in (('sdb', write_sdb), ('tar', write_tar)) for count in (10000, 100000)}
+
+
+def read_calls():
+    with open('/proc/self/io') as io_file:
+        return int(re.search(r'syscr: (\d+)', io_file.read()).group(1))
+
+
+def start_up(source, alphabet, cache_dir=None):
+    """What a rank does with a source before its first step: read its records, sort them, check its audio."""
+    records = read_sources([source], alphabet, cache_dir=cache_dir)
+    return validate_sets([('train', records)], config(alphabet, cache_dir), Single(), workers=1, cache_dir=cache_dir)[0]
+
+
+@pytest.mark.parametrize('kind', ['sdb', 'tar'])
+def test_start_up_reads_of_an_sdb_or_shard_do_not_grow_with_its_samples(containers, alphabet, kind):
+    calls = {}
+    for count in (10000, 100000):
+        before = read_calls()
+        records = start_up(containers[kind, count], alphabet)
+        calls[count] = read_calls() - before
+        assert len(records) == count
+        assert records[count - 1].transcript == transcript(records[count - 1].row)
+    assert calls[100000] <= calls[10000] + 2 and calls[100000] < 40, calls
+
+
+@pytest.mark.parametrize('kind', ['sdb', 'tar'])
+def test_over_http_start_up_takes_a_few_requests_whatever_the_samples(containers, alphabet, kind):
+    folder = os.path.dirname(containers[kind, 10000])
+    requests = {}
+    for count in (10000, 100000):
+        served = []
+        with serving(folder, requests=served) as url:
+            records = start_up('{}/{}'.format(url, os.path.basename(containers[kind, count])), alphabet)
+        assert len(records) == count
+        requests[count] = len(served)
+    assert requests[100000] == requests[10000] < 30, requests
+
+
+def test_the_sample_index_of_100k_csv_rows_stays_under_100_bytes_a_sample(tmp_path, alphabet):
+    """Columns, not objects: 44 bytes of numbers a sample plus its path and labels (one byte a character)."""
+    records = read_records([write_csv(tmp_path / 'train.csv', 100000, lambda n: 'w/{:07d}.wav'.format(n))],
+                           alphabet)
+    columns = records.columns
+    assert columns.nbytes / len(records) <= MAX_BYTES_PER_SAMPLE, columns.nbytes / len(records)
+    fixed = (columns.nbytes - len(columns.path_data) - columns.labels.nbytes) / len(records)
+    assert fixed <= 48, fixed
+    sample = records[54321]
+    assert (sample.audio_path, sample.transcript, sample.row) == (
+        str(tmp_path / 'w' / '0054321.wav'), transcript(54321), 54321 + 2)
+
+
+def copy_corpus(folder, count):
+    """`count` WAV files (copies of the smoke test's, each its own inode) and their CSV."""
+    (folder / 'w').mkdir(parents=True)
+    rows = ['wav_filename,wav_filesize,transcript']
+    for n in range(count):
+        name = 'w/{:04d}.wav'.format(n)
+        shutil.copy(os.path.join(SMOKE_DIR, 'hello_world.wav'), str(folder / name))
+        rows.append('{},{},hello world'.format(name, (folder / name).stat().st_size))
+    (folder / 'train.csv').write_text('\n'.join(rows) + '\n')
+    return str(folder / 'train.csv')
+
+
+def headers_read(output):
+    return int(re.search(r'(\d+) file header\(s\) read', output).group(1))
+
+
+def test_the_header_cache_skips_unchanged_files_and_catches_changed_ones(tmp_path, alphabet, capsys):
+    source, cache = copy_corpus(tmp_path / 'corpus', 300), str(tmp_path / 'cache')
+    start_up(source, alphabet, cache)
+    assert headers_read(capsys.readouterr().out) == 300
+    start_up(source, alphabet, cache)
+    assert headers_read(capsys.readouterr().out) == 0
+    # the same size, other content: a stereo file of half the frames; and one cut short
+    stereo = tmp_path / 'corpus' / 'w' / '0007.wav'
+    audio, rate = soundfile.read(str(stereo), dtype='int16')
+    size = stereo.stat().st_size
+    soundfile.write(str(stereo), np.stack([audio[:len(audio) // 2]] * 2, axis=1), rate, subtype='PCM_16')
+    assert stereo.stat().st_size == size
+    short = tmp_path / 'corpus' / 'w' / '0011.wav'
+    short.write_bytes(short.read_bytes()[:2000])
+    with pytest.raises(Exception) as error:
+        start_up(source, alphabet, cache)
+    assert headers_read(capsys.readouterr().out) == 2
+    assert 'line 9: {}: 2 channels, expected mono'.format(stereo) in str(error.value)
+    assert 'line 13: {}: transcript too long for the audio'.format(short) in str(error.value)
+
+
+def test_a_damaged_header_cache_is_named_and_read_again(tmp_path, alphabet, capsys):
+    source, cache = copy_corpus(tmp_path / 'corpus', 20), str(tmp_path / 'cache')
+    start_up(source, alphabet, cache)
+    cache_file, = os.listdir(cache)
+    (tmp_path / 'cache' / cache_file).write_bytes(b'not a cache')
+    capsys.readouterr()
+    assert len(start_up(source, alphabet, cache)) == 20
+    output = capsys.readouterr()
+    assert 'Ignoring the audio header cache {}'.format(os.path.join(cache, cache_file)) in output.err + output.out
+    assert headers_read(output.out) == 20
+    start_up(source, alphabet, cache)
+    assert headers_read(capsys.readouterr().out) == 0
