@@ -1,26 +1,32 @@
 #!/usr/bin/env python3
-"""Time the validation pass (data/validation.py) per 1,000 samples: serial vs thread pools vs a process pool.
+"""Time the validation pass (data/validation.py) per 1,000 samples: soundfile.info against the RIFF walk of
+data/headers.py, serial vs thread pools vs a process pool, and the whole pass without and with the header cache.
 
     python bin/benchmark_validation.py /tmp/vcorpus/train.csv /tmp/vcorpus/dev.csv /tmp/vcorpus/test.csv
 
 (make a corpus with: python bin/make_speech_corpus.py --out_dir /tmp/vcorpus --count 1000). Each
 configuration runs --repeats times on a warm page cache, and once more "cold": the files' pages are
 evicted first with posix_fadvise(DONTNEED), which is closer to a first pass over a large or remote corpus.
-Prints a table: configuration, ms per 1,000 samples (warm best-of, cold), ratio to serial; the last row
-is the whole pass as main() runs it (default thread pool, plus the per-sample checks).
+Prints a table: configuration, ms per 1,000 samples (warm best-of, cold), ratio to the first row; the last
+rows are the whole pass as main() runs it (default thread pool, plus the per-sample checks), without a
+header cache and with one filled by the pass before (a second run of the same corpus).
 """
 import argparse
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from types import SimpleNamespace
+
+import soundfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'training'))
 
 from deepspeech_training.distributed import Single  # noqa: E402
-from deepspeech_training.util import logging, validation  # noqa: E402
+from deepspeech_training.data import headers, validation  # noqa: E402
+from deepspeech_training.util import logging  # noqa: E402
 from deepspeech_training.data.samples import read_sources  # noqa: E402
 from deepspeech_training.util.text import load_alphabet  # noqa: E402
 
@@ -35,7 +41,7 @@ def evict(paths):
 
 
 def read_chunk(chunk):
-    return [(path, validation.read_header(path)) for path in chunk]
+    return [(path, headers.read_header(path)) for path in chunk]
 
 
 def process_pool(paths, workers):
@@ -55,17 +61,20 @@ def main():
     args = parser.parse_args()
     logging.configure(show_progressbar=False)
     records = read_sources(args.csv, load_alphabet(args.alphabet))
-    unique = sorted({r.audio_path: r for r in records}.values(), key=lambda r: r.audio_path)
-    paths = [r.audio_path for r in unique]
+    paths = sorted({r.audio_path for r in records})
     cores = os.cpu_count() or 1
-    configurations = [('serial', lambda: validation.read_headers(unique, 1))]
+    configurations = [('soundfile.info', lambda: [soundfile.info(p) for p in paths]),
+                      ('serial', lambda: [headers.read_header(p) for p in paths])]
     for workers in sorted({2, cores, 2 * cores, 4 * cores, validation.MAX_WORKERS}):
         configurations.append(('threads x{}'.format(workers),
-                               lambda w=workers: validation.read_headers(unique, w)))
+                               lambda w=workers: validation._pooled(headers.read_header, paths, w)))
     configurations.append(('processes x{}'.format(cores), lambda: process_pool(paths, cores)))
     config = SimpleNamespace(audio_window_samples=512, audio_step_samples=320,     # 16 kHz, 32 ms / 20 ms
                              sample_rate=16000, normalize_sample_rate=True, read_buffer=1 << 20)
     configurations.append(('whole pass', lambda: validation.validate_sets([('all', records)], config, Single())))
+    cache_dir = tempfile.mkdtemp(prefix='header_cache')
+    configurations.append(('pass, cached', lambda: validation.validate_sets([('all', records)], config, Single(),
+                                                                            cache_dir=cache_dir)))
     print('{} samples, {} files, {} core(s)'.format(len(records), len(paths), cores))
     print('{:<16} {:>18} {:>18} {:>8}'.format('configuration', 'warm ms/1000', 'cold ms/1000', 'ratio'))
     baseline = None
