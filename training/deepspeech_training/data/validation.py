@@ -121,7 +121,7 @@ class AudioCheck:
 
     def __init__(self, cache, workers, progress):
         self.cache, self.workers, self.progress = cache, workers, progress
-        self.done = 0
+        self.done, self.cached = 0, 0
         self.new = []       # (sources, keys, stamps [n, 4], headers [n, 3]) of files read
 
     def advance(self, n):
@@ -145,6 +145,7 @@ class AudioCheck:
             stamps = np.array(_pooled(_file_stamp, paths, self.workers), np.int64).reshape(-1, 4)
             hit, *found = self.cache.lookup(keys, stamps)
             headers[hit] = np.stack(found, axis=1)[hit]
+            self.cached += int(hit.sum())
             self.advance(int(hit.sum()))
         misses = np.flatnonzero(~hit)
         read = _pooled(read_header, [paths[i] for i in misses], self.workers, self.advance)
@@ -216,7 +217,7 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
                   check_headers(headers[:, share], checked.label_lengths(), checked.ctc_min_frames(), config)]
         found += [(s, int(ours[i])) + tuple(problems[int(share[i])])
                   for i in np.flatnonzero(np.isin(share, list(problems)))]
-    found, new = zip(*_gather(dist, (found, check.new)))
+    found, new, cached = zip(*_gather(dist, (found, check.new, check.cached)))
     found = sorted(p for rank_found in found for p in rank_found)
     new = [entries for rank_new in new for entries in rank_new]
     if cache and new and dist.is_chief:
@@ -230,10 +231,11 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
             messages[record.source, record.row] = '{}: {}'.format(record.where, what)
     messages = list(messages.values())
     n_samples = sum(len(records) for _, records in sets)
+    n_read = sum(len(entries[1]) for entries in new)
     log_info('Checked the audio of {} sample(s) ({} distinct) in {:.1f} s: {} invalid{}'.format(
         n_samples, len(distinct), time.time() - started, len(messages),
-        '' if not cache else '; {} file header(s) read, the others known unchanged from {}'.format(
-            sum(len(entries[1]) for entries in new), cache_dir)))
+        '' if not cache else '; {} file header(s) read, {} known unchanged from the cache in {}'.format(
+            n_read, sum(cached), cache_dir)))
     if not found:
         return [records for _, records in sets]
     if not skip_invalid:
