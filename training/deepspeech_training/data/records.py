@@ -62,9 +62,10 @@ def ends_to_starts(ends, gap=0):
 
 class LabelEncoder:
     """Transcripts -> packed labels for many samples at once (util.text.transcript_to_labels, which
-    checks and encodes one string in Python, costs seconds per million transcripts). Label i of the
-    alphabet is the code point of its character; a transcript with a character the alphabet lacks, or an
-    empty one, is reported with transcript_to_labels' own message."""
+    checks and encodes one string in Python, costs seconds per million transcripts): each code point is
+    looked up in a sorted array of the alphabet's characters, as Alphabet.Encode maps one code point to one
+    label. A transcript with a character the alphabet lacks, or an empty one, is reported with
+    transcript_to_labels' own message."""
 
     def __init__(self, alphabet):
         self.alphabet = alphabet
