@@ -12,7 +12,7 @@ from ds_ctcdecoder import ctc_beam_search_decoder_batch
 
 from . import distributed
 from .checkpoints import Checkpointer
-from .data.samples import SampleRecord
+from .data.records import SampleRecord
 from .graph import build_forward, build_input, create_session, set_steps
 from .trainer import eval_set
 from .util.atomic import atomic_write

@@ -6,7 +6,7 @@ import csv
 import os
 
 from . import byte_ranges, container_index, sdb, tar_shards
-from .records import Columns, LabelEncoder, Records, SampleRecord, sample_where  # noqa: F401 (the names users import)
+from .records import Columns, LabelEncoder, Records, sample_where
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
 MAX_LISTED_PROBLEMS = 20
