@@ -1,19 +1,20 @@
 """The validation pass: every sample's audio is checked before the first step, so bad input stops a run
 in seconds instead of hours into an epoch (or, with --skip_invalid_samples, is left out up front).
 
-Only file headers are read (soundfile.info), never the samples, so a pass costs a few milliseconds per
-1,000 files on a local disk; headers are read by a thread pool, which pays on network filesystems.
-Of a sample in a sample database (.sdb) or tar shard only its header is read too (its .sdb entry's
-lengths are checked): the WAV file's chunks, or the Opus framing's header (its packets are checked when
-decoded), so a rank reads no audio at start, and on a networked filesystem a header costs a round trip.
+Only headers are read, never the samples: a WAV file's first bytes (headers.py; a thread pool, which pays
+on network filesystems), and of a sample in a sample database (.sdb) or tar shard nothing at all: its
+container index holds its header (container_index.py). Headers of files are kept in a cache (--data_cache_dir,
+headers.HeaderCache), so a second start of the same corpus stats its files instead of reading them.
+Everything per sample is numpy arrays (records.py): at a million samples the pass costs seconds, not objects.
 A sample is invalid when its audio file is missing or unreadable, empty (0 bytes, or a header without
 samples), not an audio file libsndfile can decode (corrupt, or e.g. a text file), at another rate than
 --audio_sample_rate while --normalize_sample_rate is off, not mono, or too short for its transcript
 under CTC (ctc_min_frames(labels) > the feature frames of its audio at the feature rate).
 
-Under Horovod each rank reads the headers of its slice of the (sorted, de-duplicated) audio paths, then
-the ranks allgather the problems they found, so every rank raises the same error, or skips the same
-samples, before any collective of training starts.
+Under Horovod each rank reads the headers of its slice of the distinct audio (every size-th of their
+sorted 64-bit keys), then the ranks allgather the problems they found (and the headers read, which rank 0
+caches), so every rank raises the same error, or skips the same samples, before any collective of training
+starts.
 """
 import math
 import os
@@ -223,13 +224,7 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
     if cache and new and dist.is_chief:
         _update_cache(cache, new)
 
-    messages, kinds = {}, Counter()     # in CSV and line order; a row given in two sets is listed once
-    for record, kind, what in sorted(((sets[s][1][i], kind, what) for s, i, kind, what in found),
-                                     key=lambda p: (p[0].source, p[0].row)):
-        if (record.source, record.row) not in messages:
-            kinds[kind] += 1
-            messages[record.source, record.row] = '{}: {}'.format(record.where, what)
-    messages = list(messages.values())
+    messages, kinds = _messages(sets, found)
     n_samples = sum(len(records) for _, records in sets)
     n_read = sum(len(entries[1]) for entries in new)
     log_info('Checked the audio of {} sample(s) ({} distinct) in {:.1f} s: {} invalid{}'.format(
@@ -241,6 +236,18 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
     if not skip_invalid:
         raise DataError(messages)
     return _without_invalid(sets, found, messages, kinds, dist)
+
+
+def _messages(sets, found):
+    """([message], Counter of kinds) of the problems `found`, in CSV and line order; a row given in two sets
+    is listed once."""
+    messages, kinds = {}, Counter()
+    for record, kind, what in sorted(((sets[s][1][i], kind, what) for s, i, kind, what in found),
+                                     key=lambda p: (p[0].source, p[0].row)):
+        if (record.source, record.row) not in messages:
+            kinds[kind] += 1
+            messages[record.source, record.row] = '{}: {}'.format(record.where, what)
+    return list(messages.values()), kinds
 
 
 def _read_share(sets, representatives, keys, set_starts, check):
