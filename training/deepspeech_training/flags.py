@@ -56,6 +56,9 @@ def create_flags():
                     '(reported separately; their sample-weighted mean decides best_dev / early stop / plateau)')
     f.DEFINE_string('test_files', '', 'comma-separated list of CSV, .sdb and .tar files to test on (reported '
                     'separately)')
+    f.DEFINE_string('metrics_files', '', 'comma-separated list of CSV, .sdb and .tar files whose loss is reported '
+                    'separately after each validation (with --dev_batch_size, --limit_dev and --reverse_dev), '
+                    'without deciding best_dev, early stop or plateaus')
     f.DEFINE_string('read_buffer', '1MB', 'largest single read of sample databases (.sdb) and tar shards (a batch\'s '
                     'samples side by side are read in one), e.g. 512KB, 1MB, 1GB (as DeepSpeech 0.9: binary units, '
                     'plain digits are bytes)')
@@ -128,8 +131,8 @@ def create_flags():
                     + os.path.join(DEFAULT_DATA_HOME, 'checkpoints') + ')')
     f.DEFINE_string('load_checkpoint_dir', '', 'load checkpoints from here (default: --checkpoint_dir)')
     f.DEFINE_string('save_checkpoint_dir', '', 'save checkpoints here (default: --checkpoint_dir)')
-    f.DEFINE_integer('checkpoint_secs', 600, 'also save a train checkpoint every this many seconds',
-                     lower_bound=1)
+    f.DEFINE_integer('checkpoint_secs', 600, 'also save a train checkpoint every this many seconds (0 or less: '
+                     'only at the end of each epoch, as DeepSpeech 0.9)')
     f.DEFINE_integer('max_to_keep', 5, 'how many train checkpoints to keep', lower_bound=1)
     f.DEFINE_enum('load_train', 'auto', LOAD_METHODS, 'what to start training from: "last" train checkpoint, '
                   '"best" dev checkpoint, "init" fresh weights, "auto" = last, else best, else init')
@@ -275,7 +278,7 @@ def _register_validators():
     for name in ['dropout_rate', 'dropout_rate2', 'dropout_rate3', 'dropout_rate4', 'dropout_rate5',
                  'dropout_rate6']:
         flags.register_validator(name, _dropout_ok, message='must be in [0, 1), or -1 for --dropout_rate')
-    for name in ['train_files', 'dev_files', 'test_files']:
+    for name in ['train_files', 'dev_files', 'test_files', 'metrics_files']:
         flags.register_validator(name, _existing_files,
                                  message='names a CSV file that does not exist (check the path; several '
                                          'files are separated by commas)')

@@ -10,14 +10,14 @@ import numpy as np
 import tensorflow.compat.v1 as tfv1
 from ds_ctcdecoder import ctc_beam_search_decoder_batch
 
-from . import distributed
-from .checkpoints import Checkpointer
-from .data.samples import SampleRecord
-from .graph import build_forward, build_input, create_session, set_steps
-from .trainer import eval_set
-from .util.atomic import atomic_write
-from .util.logging import log_info
-from .util.text import labels_to_text
+from .. import distributed
+from ..checkpoints import Checkpointer
+from ..data.samples import SampleRecord
+from ..graph import build_forward, build_input, create_session, set_steps
+from ..trainer import eval_set
+from ..util.atomic import atomic_write
+from ..util.logging import log_info
+from ..util.text import labels_to_text
 
 
 @dataclass
@@ -167,6 +167,7 @@ def test(dist, settings, test_sets, decoder):
         session.run(broadcast)
         for iterator, name in zip(iterators, test_sets):
             iterator.restart(end_epoch=1)     # one pass
+            log_info('Testing model on {}'.format(name))
             results = decode_set(session, iterator, forward, decoder, dist)
             if dist.is_chief:
                 metrics[name] = report(name, results, decoding.report_count)
