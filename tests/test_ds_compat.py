@@ -155,3 +155,56 @@ def test_evaluate_py_only_tests_and_needs_test_files(other_alphabet, tmp_path):
     output = run_command([sys.executable, EVALUATE] + flags).output
     assert 'W evaluate.py only tests: ignoring --train_files, --export_dir' in output
     assert 'Test on' in output and 'STARTING Optimization' not in output and not (tmp_path / 'export').exists()
+
+
+# Every flag of DeepSpeech 0.9.3's training/deepspeech_training/util/flags.py.
+DEEPSPEECH_FLAGS = '''alphabet_config_path audio_sample_rate augment automatic_mixed_precision beam_width beta1 beta2
+    bytes_output_mode cache_for_epochs checkpoint_dir checkpoint_secs cutoff_prob cutoff_top_n dev_batch_size
+    dev_files drop_source_layers dropout_rate dropout_rate2 dropout_rate3 dropout_rate4 dropout_rate5
+    dropout_rate6 early_stop epochs epsilon es_epochs es_min_delta export_author_id export_batch_size
+    export_beam_width export_contact_info export_description export_dir export_file_name export_language
+    export_license export_max_ds_version export_min_ds_version export_model_name export_model_version
+    export_tflite export_zip feature_cache feature_win_len feature_win_step force_initialize_learning_rate
+    inter_op_parallelism_threads intra_op_parallelism_threads layer_norm learning_rate limit_dev limit_test
+    limit_train lm_alpha lm_alpha_max lm_beta lm_beta_max load_checkpoint_dir load_cudnn load_evaluate load_train
+    log_level log_placement max_to_keep metrics_files n_hidden n_steps n_trials one_shot_infer plateau_epochs
+    plateau_reduction random_seed read_buffer reduce_lr_on_plateau relu_clip remove_export report_count
+    reverse_dev reverse_test reverse_train save_checkpoint_dir scorer scorer_path show_progressbar summary_dir
+    test_batch_size test_files test_output_file train_batch_size train_cudnn train_files use_allow_growth'''.split()
+
+
+def documented_as_missing():
+    """The flags doc/TRAINING.rst lists under "DeepSpeech's flags that are not here"."""
+    with open(os.path.join(ROOT, 'doc', 'TRAINING.rst'), encoding='utf-8') as doc:
+        text = doc.read()
+    section = text.split("DeepSpeech's flags that are not here", 1)[1].split('Ours only', 1)[0]
+    return set(re.findall(r'``--(\w+)``', section))
+
+
+def test_every_deepspeech_flag_is_ours_or_documented_as_missing():
+    """DeepSpeech.py defines each DeepSpeech 0.9 flag, or the training guide says why not (lm_optimizer.py's
+    own flags are defined there)."""
+    from absl import flags
+    from deepspeech_training.flags import create_flags
+    create_flags()
+    ours = set(flags.FLAGS)
+    missing = documented_as_missing()
+    assert missing and not missing & ours
+    assert [name for name in DEEPSPEECH_FLAGS if name not in ours | missing] == []
+
+
+def test_log_level_hides_our_lines_as_deepspeech_did_but_not_the_report(capsys):
+    """--log_level 2: no infos, warnings still; 3: errors only; the test report shows at any level."""
+    from deepspeech_training.util import logging
+    try:
+        for level, shown in ((1, ['I info', 'W warning', 'E error']), (2, ['W warning', 'E error']), (3, ['E error'])):
+            logging.configure(show_progressbar=False, log_level=level)
+            logging.log_info('info')
+            logging.log_warn('warning')
+            logging.log_error('error')
+            logging.log_report('report')
+            out, err = capsys.readouterr()
+            assert out.splitlines() == [line for line in shown if line[0] == 'I'] + ['I report']
+            assert err.splitlines() == [line for line in shown if line[0] != 'I']
+    finally:
+        logging.configure()

@@ -81,7 +81,8 @@ def make_decoder(settings):
 def main(_):
     dist = distributed.init(FLAGS.horovod, FLAGS.horovod_elastic)
     # --one_shot_infer: stdout is the transcript alone (`... --one_shot_infer a.wav > out.txt`), logs go to stderr
-    logging.configure(dist, FLAGS.show_progressbar, logs_to_stderr=bool(FLAGS.one_shot_infer))
+    logging.configure(dist, FLAGS.show_progressbar, logs_to_stderr=bool(FLAGS.one_shot_infer),
+                      log_level=FLAGS.log_level)
     if not (FLAGS.train_files or FLAGS.test_files or FLAGS.export_dir or FLAGS.one_shot_infer):
         raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
                              '--export_dir to export or --one_shot_infer to transcribe a file')

@@ -16,7 +16,7 @@ from ..data.samples import SampleRecord
 from ..graph import build_forward, build_input, create_session, set_steps
 from ..trainer import eval_set
 from ..util.atomic import atomic_write
-from ..util.logging import log_info
+from ..util.logging import log_info, log_report
 from ..util.text import labels_to_text
 
 
@@ -131,7 +131,7 @@ def report(set_name, results, report_count):
             lines += ['WER: {:.6f}, CER: {:.6f}, loss: {:.6f}'.format(r.wer, r.cer, r.loss),
                       ' - wav: file://{}'.format(os.path.abspath(r.wav_filename)),
                       ' - src: "{}"'.format(r.src), ' - res: "{}"'.format(r.res), rule]
-    log_info('\n'.join(lines))
+    log_report('\n'.join(lines))
     return wer, cer, loss
 
 
