@@ -365,10 +365,7 @@ class Trainer:
         same on every rank: one allreduce a step (~2-3 ms under Horovod on localhost, free on one process)
         carries the signals and the save timers, so a stop fits in horovodrun's 5 s SIGTERM grace and
         no rank enters a save's broadcast while another is in the next step's allreduce."""
-        # --checkpoint_secs 0: no timed saves, as in DeepSpeech 0.9 (a train checkpoint at each epoch's end only)
-        every = self.settings.checkpoints.checkpoint_secs
-        save_due = every > 0 and time.time() - self.last_save > every
-        *votes, save = self.dist.sum(self.session, self.stop_requests.votes() + [save_due])
+        *votes, save = self.dist.sum(self.session, self.stop_requests.votes() + [self._save_due()])
         exit_code = self.stop_requests.exit_code(votes)
         if exit_code:
             raise Interrupted(exit_code)
@@ -378,6 +375,12 @@ class Trainer:
         elif commit_steps and state.progress.steps_run % commit_steps == 0:
             state.commit()      # free unless elastic
         state.check_host_updates()
+
+    def _save_due(self):
+        """This rank's clock says a timed save is due: --checkpoint_secs since the last save. With 0 or less
+        never, as in DeepSpeech 0.9 (a train checkpoint at each epoch's end only)."""
+        every = self.settings.checkpoints.checkpoint_secs
+        return every > 0 and time.time() - self.last_save > every
 
     def _finish_epoch(self, progress, totals, seconds_per_step):
         loss_sum, count = self._epoch_loss(progress, totals)
