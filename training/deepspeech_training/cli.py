@@ -30,7 +30,7 @@ def read_set(csv_paths, config, limit, reverse, kind, skipped=None):
         raise DataError(['{}: no samples in {}{}'.format(
             kind, ', '.join(csv_paths), ' (--skip_invalid_samples left out all {}: transcripts the alphabet cannot '
             'encode; run without it to list them)'.format(left_out) if left_out else '')])
-    return records      # their audio is checked by validate_input(), all sets at once
+    return records      # their audio is checked by validate_groups(), all sets at once
 
 
 def read_sets(csv_list, config, limit, reverse, kind, skipped=None):
