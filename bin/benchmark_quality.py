@@ -27,7 +27,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE_FLAGS = '--n_hidden 256 --train_batch_size 16 --dev_batch_size 16 --test_batch_size 16 --epochs 30 --beam_width 1'
 TEST_LINE = re.compile(r'Test on .* - WER: ([\d.]+), CER: ([\d.]+), loss: ([\d.]+)')
-DEV_LINE = re.compile(r'Finished Validation .* epoch (\d+) - loss: ([\d.]+)')
+DEV_LINE = re.compile(r'Finished validating epoch (\d+) on .* - loss: ([\d.]+)')
 STEP_LINE = re.compile(r'Finished training epoch (\d+) .* ([\d.]+) s/step')
 
 

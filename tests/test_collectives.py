@@ -74,6 +74,7 @@ class RecordingTrainer(Trainer):
     def __init__(self, *args):
         super().__init__(*args)
         self.validations_seen, self.saves, self.stopped_after, self.interrupted, self.final = [], [], None, None, None
+        self.set_losses = []    # (set name, (loss sum, sample count)) of each evaluation pass
 
     def train_epochs(self, state):
         super().train_epochs(state)
@@ -88,6 +89,11 @@ class RecordingTrainer(Trainer):
         except Interrupted:
             self.stopped_after = state.progress.steps_run
             raise
+
+    def _set_loss(self, iterator, epoch):
+        loss = super()._set_loss(iterator, epoch)
+        self.set_losses.append((iterator.name, tuple(float(value) for value in loss)))
+        return loss
 
     def _save_train(self, state, **kwargs):
         self.saves.append(int(self.session.run(self.global_step)))
@@ -110,9 +116,10 @@ class RecordingTrainer(Trainer):
             self.validations_seen.append(seen)
 
 
-def train_two_ranks(both_settings, trainer_class=RecordingTrainer, dev=True):
+def train_two_ranks(both_settings, trainer_class=RecordingTrainer, dev=True, metrics=False):
     """Both ranks as DeepSpeech.py's main() trains: input checked (through the gather), then the
-    Trainer. Returns each rank's trainer, or the exception it raised."""
+    Trainer (with the dev sets as --metrics_files too if `metrics`). Returns each rank's trainer, or the
+    exception it raised."""
     def rank_main(dist):
         settings, flags_text, (train_records, dev_sets, _) = both_settings[dist.rank]
         train_records, dev_sets, _ = validate_input(dist.before_sync(), settings.model, train_records,
@@ -120,7 +127,7 @@ def train_two_ranks(both_settings, trainer_class=RecordingTrainer, dev=True):
         if dist.is_chief:
             check_writable(settings.checkpoints.save_dir, 'checkpoints')
             check_writable(settings.training.summary_dir, 'summaries')
-        trainer = trainer_class(dist, settings, train_records, dev_sets)
+        trainer = trainer_class(dist, settings, train_records, dev_sets, dev_sets if metrics else None)
         try:
             trainer.run(flags_text)
         except Interrupted as interrupted:
@@ -225,13 +232,25 @@ def test_a_stop_request_on_one_rank_stops_both_at_the_same_step_with_a_saved_che
 
 
 def test_a_timed_save_due_on_one_rank_saves_on_both_at_the_same_step(tmp_path, train_csv):
+    class DueOnRank1(RecordingTrainer):
+        def _save_due(self):
+            return self.dist.rank == 1
+
     both = rank_settings(tmp_path, train_csv, '--epochs', 1, '--checkpoint_secs', 3600, '--max_to_keep', 10)
-    both[1] = (dataclasses.replace(both[1][0], checkpoints=dataclasses.replace(both[1][0].checkpoints,
-                                                                               checkpoint_secs=-1)),) + both[1][1:]
-    rank0, rank1 = trainers(train_two_ranks(both, dev=False))
+    rank0, rank1 = trainers(train_two_ranks(both, DueOnRank1, dev=False))
     assert rank0.saves == rank1.saves == [1, 2, 3, 3]   # due after each step on rank 1's clock; the epoch's end
     written = files_under(tmp_path / 'rank0' / 'checkpoints')
     assert all('train-{}.index'.format(step) in written for step in (1, 2, 3)), written
+
+
+def test_metrics_losses_are_summed_over_the_ranks_like_the_dev_loss(tmp_path, train_csv):
+    """--metrics_files on two ranks: each set's loss is that of all its samples (the dev set's three, split
+    2 + 1), the same on both ranks, and a metrics set of the dev file has the dev loss."""
+    rank0, rank1 = trainers(train_two_ranks(rank_settings(tmp_path, train_csv, '--epochs', 2), metrics=True))
+    assert rank0.set_losses == rank1.set_losses
+    assert [name.split()[0] for name, _ in rank0.set_losses] == ['Validation', 'Metrics'] * 2
+    assert all(count == 3 for _, (_, count) in rank0.set_losses)
+    assert rank0.set_losses[0][1] == pytest.approx(rank0.set_losses[1][1])
 
 
 @pytest.mark.parametrize('rank1, epochs, when', [

@@ -101,7 +101,7 @@ def test_one_shot_infer_stdout_is_the_transcript_alone(exported):
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1'), timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout == 'good morning\n'
-    assert 'I Loaded most recent checkpoint' in run.stderr and 'Transcribing' in run.stderr
+    assert 'I Loading most recent checkpoint from' in run.stderr and 'Transcribing' in run.stderr
     assert 'Loss' not in run.stderr
 
 
@@ -288,7 +288,7 @@ def test_in_process_export_of_a_fresh_checkpoint_has_the_clients_inputs_outputs_
         capfd.readouterr()
         export(settings)
     out, err = capfd.readouterr()
-    assert (out + err).count('Loaded most recent checkpoint') == 1, out + err
+    assert (out + err).count('Loading most recent checkpoint from') == 1, out + err
     assert 'Unsupported data type' not in err and 'Non-Converted Ops' not in err, err
     assert 'TF Lite conversion done' in out
     nodes = {node.name for node in read_graph(tmp_path / 'export' / 'output_graph.pb').node}

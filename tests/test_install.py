@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_command
 
 REQUIREMENTS = ('base', 'horovod', 'lm', 'plotting', 'test', 'gpu')
-CONSOLE_SCRIPTS = ('deepspeech-train', 'deepspeech-transcribe', 'deepspeech-lm-optimizer',
+CONSOLE_SCRIPTS = ('deepspeech-train', 'deepspeech-evaluate', 'deepspeech-transcribe', 'deepspeech-lm-optimizer',
                    'deepspeech-generate-lm', 'deepspeech-generate-scorer-package')
 
 

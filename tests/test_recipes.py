@@ -34,7 +34,7 @@ def test_recipe_says_what_it_is_for_and_holds_only_flags(recipe):
 def test_recipe_trains_one_tiny_epoch_with_the_users_flags_after_it(recipe, tmp_path):
     run = run_deepspeech('--flagfile', recipe, *tiny_model_flags(tmp_path, 16), '--train_files', SMOKE_CSV,
                          '--dev_files', SMOKE_CSV, '--epochs', 1)
-    assert 'Finished training epoch 0' in run.output and 'Finished Validation' in run.output
+    assert 'Finished training epoch 0' in run.output and 'Finished validating epoch 0 on' in run.output
     used = (tmp_path / 'checkpoints' / 'flags.txt').read_text().splitlines()
     assert '--n_hidden=16' in used and '--dropout_rate=0.0' in used     # the user's flags after the recipe win
     overridden = ('--n_hidden=', '--dropout_rate=')

@@ -30,6 +30,9 @@ EPOCH_POSITION = 'epoch_position'    # the trainer's [epoch, batches done, batch
 EPOCH_LOSS = 'epoch_loss'            # [loss sum, sample count] of the batches done, over all ranks
 # Trained with cuDNN, a checkpoint holds the LSTM's Adam moments as these flat vectors, not per variable.
 CUDNN_OPAQUE_ADAM = ('cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/Adam_1')
+# DeepSpeech 0.9's log lines, word for word, of a checkpoint that loads and of one that is not there.
+LOAD_MESSAGES = {'best': ('Loading best validating checkpoint from', 'Could not find best validating checkpoint.'),
+                 'last': ('Loading most recent checkpoint from', 'Could not find most recent checkpoint.')}
 CUDNN_MISSING = {'{}/{}/{}'.format(LSTM_SCOPE, variable, slot) for variable in ('kernel', 'bias')
                  for slot in ('Adam', 'Adam_1')}
 
@@ -217,21 +220,23 @@ class Checkpointer:
         return self.dist.is_chief
 
     def _load_first(self, session, methods, drop_source_layers=0, load_cudnn=False, announce=True):
+        """Load (or initialise) by the first of `methods` that applies, saying so in DeepSpeech 0.9's
+        words (LOAD_MESSAGES) unless not `announce`: users' scripts grep its log for them."""
         if not self.is_chief:
             session.run(self.initializer)
             return 'broadcast from rank 0'
         for method in methods:
             if method == 'init':
+                log_info('Initializing all variables.')
                 session.run(self.initializer)
-                log_info('Initialised all variables anew')
                 return 'init'
             path = checkpoint_path(self.load_dir, method)
+            loading, missing = LOAD_MESSAGES[method]
+            if announce:
+                log_info('{} {}'.format(loading, path) if path else missing)
             if path:
                 session.run(self.initializer)
                 restore(session, path, drop_source_layers, load_cudnn=load_cudnn)
-                if announce:
-                    log_info('Loaded {} checkpoint {}'.format('best validation' if method == 'best' else 'most recent',
-                                                              path))
                 return path
         raise CheckpointError('no {} checkpoint in {} (use --load_train init to start from scratch, or set '
                               '--load_checkpoint_dir)'.format(' or '.join(methods), self.load_dir))

@@ -12,7 +12,7 @@ from .checkpoints import CheckpointError, check_writable
 from .config import settings_from_flags
 from .data.batching import SetTooSmallError
 from .data.samples import DataError, read_sources
-from .data.validation import validate_input
+from .data.validation import validate_groups
 from .evaluate import Decoder, test, transcribe
 from .export import export
 from .flags import FLAGS, alphabet_path, create_flags, list_in_short_help, split_files
@@ -30,7 +30,12 @@ def read_set(csv_paths, config, limit, reverse, kind, skipped=None):
         raise DataError(['{}: no samples in {}{}'.format(
             kind, ', '.join(csv_paths), ' (--skip_invalid_samples left out all {}: transcripts the alphabet cannot '
             'encode; run without it to list them)'.format(left_out) if left_out else '')])
-    return records      # their audio is checked by validate_input(), all sets at once
+    return records      # their audio is checked by validate_groups(), all sets at once
+
+
+def read_sets(csv_list, config, limit, reverse, kind, skipped=None):
+    """{csv: records} of each file of `csv_list`: sets reported one by one."""
+    return {p: read_set([p], config, limit, reverse, kind, skipped) for p in split_files(csv_list)}
 
 
 def read_input(config, skipped=None):
@@ -41,12 +46,18 @@ def read_input(config, skipped=None):
     if FLAGS.train_files:
         train_records = read_set(split_files(FLAGS.train_files), config, FLAGS.limit_train, FLAGS.reverse_train,
                                  'train', skipped)
-        dev_sets = {p: read_set([p], config, FLAGS.limit_dev, FLAGS.reverse_dev, 'dev', skipped)
-                    for p in split_files(FLAGS.dev_files)}
+        dev_sets = read_sets(FLAGS.dev_files, config, FLAGS.limit_dev, FLAGS.reverse_dev, 'dev', skipped)
     if FLAGS.test_files:
-        test_sets = {p: read_set([p], config, FLAGS.limit_test, FLAGS.reverse_test, 'test', skipped)
-                     for p in split_files(FLAGS.test_files)}
+        test_sets = read_sets(FLAGS.test_files, config, FLAGS.limit_test, FLAGS.reverse_test, 'test', skipped)
     return train_records, dev_sets, test_sets
+
+
+def read_metrics_sets(config, skipped=None):
+    """--metrics_files' sets ({csv: records}), read as the dev sets are (DeepSpeech 0.9: --limit_dev,
+    --reverse_dev); None when not training."""
+    if not FLAGS.train_files:
+        return None
+    return read_sets(FLAGS.metrics_files, config, FLAGS.limit_dev, FLAGS.reverse_dev, 'metrics', skipped)
 
 
 def log_skipped_transcripts(skipped, examples=5):
@@ -70,7 +81,8 @@ def make_decoder(settings):
 def main(_):
     dist = distributed.init(FLAGS.horovod, FLAGS.horovod_elastic)
     # --one_shot_infer: stdout is the transcript alone (`... --one_shot_infer a.wav > out.txt`), logs go to stderr
-    logging.configure(dist, FLAGS.show_progressbar, logs_to_stderr=bool(FLAGS.one_shot_infer))
+    logging.configure(dist, FLAGS.show_progressbar, logs_to_stderr=bool(FLAGS.one_shot_infer),
+                      log_level=FLAGS.log_level)
     if not (FLAGS.train_files or FLAGS.test_files or FLAGS.export_dir or FLAGS.one_shot_infer):
         raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
                              '--export_dir to export or --one_shot_infer to transcribe a file')
@@ -85,19 +97,21 @@ def main(_):
         # All input is read and checked before any graph is built or file written: every sample's audio
         # (header only), the same outcome on every rank, before any collective.
         skipped = [] if FLAGS.skip_invalid_samples else None
-        sets = read_input(settings.model, skipped)
+        train_records, dev_sets, test_sets = read_input(settings.model, skipped)
+        metrics_sets = read_metrics_sets(settings.model, skipped)
         if skipped and dist.is_chief:
             log_skipped_transcripts(skipped)
-        train_records, dev_sets, test_sets = validate_input(dist.before_sync(), settings.model, *sets,
-                                                            FLAGS.skip_invalid_samples)
+        train_records, sets = validate_groups(dist.before_sync(), settings.model, train_records,
+                                              dict(dev=dev_sets, test=test_sets, metrics=metrics_sets),
+                                              FLAGS.skip_invalid_samples)
         decoder = make_decoder(settings)
         if train_records and dist.is_chief:
             check_writable(settings.checkpoints.save_dir, 'checkpoints')
             check_writable(settings.training.summary_dir, 'summaries')
         if train_records:
-            Trainer(dist, settings, train_records, dev_sets).run(FLAGS.flags_into_string())
-        if test_sets:
-            test(dist, settings, test_sets, decoder)
+            Trainer(dist, settings, train_records, sets['dev'], sets['metrics']).run(FLAGS.flags_into_string())
+        if sets['test']:
+            test(dist, settings, sets['test'], decoder)
         if FLAGS.export_dir and dist.is_chief:
             export(settings)
         if FLAGS.one_shot_infer and dist.is_chief:
@@ -111,6 +125,24 @@ def main(_):
         # horovodrun 0.28.1 may report 0 for ranks it stopped itself (doc/HOROVOD.rst).
         logging.log_info('Exiting with code {}'.format(interrupted.exit_code))
         sys.exit(interrupted.exit_code if dist.is_chief else 0)
+
+
+# What evaluate.py leaves to DeepSpeech.py: the flags that ask for another task than testing.
+OTHER_TASKS = ('train_files', 'export_dir', 'one_shot_infer')
+
+
+def evaluate_main(argv):
+    """evaluate.py: main() on the test path alone. As DeepSpeech 0.9's evaluate.py, --test_files is required
+    and the flags of the other tasks do nothing; a warning names those given, so none is dropped unseen."""
+    if not FLAGS.test_files:
+        raise app.UsageError('You need to specify what files to use for evaluation via the --test_files flag.')
+    ignored = [name for name in OTHER_TASKS if FLAGS[name].value != FLAGS[name].default]
+    if ignored:
+        logging.log_warn('evaluate.py only tests: ignoring --{} (DeepSpeech.py does the rest)'
+                         .format(', --'.join(ignored)))
+    for name in ignored:
+        FLAGS[name].value = FLAGS[name].default
+    main(argv)
 
 
 def run_script(entry=None):

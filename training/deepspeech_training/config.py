@@ -162,7 +162,7 @@ def config_from_flags():
         normalize_sample_rate=FLAGS.normalize_sample_rate,
         relu_clip=FLAGS.relu_clip,
         layer_norm=FLAGS.layer_norm,
-        lstm_impl=FLAGS.lstm_impl,
+        lstm_impl='fused' if FLAGS.train_cudnn else FLAGS.lstm_impl,
         feature_win_len=FLAGS.feature_win_len,
         feature_win_step=FLAGS.feature_win_step,
         read_buffer=parse_size(FLAGS.read_buffer),

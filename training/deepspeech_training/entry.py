@@ -1,5 +1,5 @@
-"""The console scripts (pyproject.toml) and the checkout's entry scripts (DeepSpeech.py, transcribe.py,
-lm_optimizer.py) start here, so each tool starts one way whether installed or not. TensorFlow reads its
+"""The console scripts (pyproject.toml) and the checkout's entry scripts (DeepSpeech.py, evaluate.py,
+transcribe.py, lm_optimizer.py) start here, so each tool starts one way whether installed or not. TensorFlow reads its
 C++ log level once, at import: each entry sets it before importing anything that imports TensorFlow."""
 import os
 import re
@@ -62,6 +62,14 @@ def train():
     quiet_tensorflow('1')
     from .cli import run_script
     run_script()
+
+
+def evaluate():
+    """deepspeech-evaluate, evaluate.py, python -m deepspeech_training.evaluate: test a checkpoint (DeepSpeech
+    0.9's evaluate.py: DeepSpeech.py's flags, the test path alone)."""
+    quiet_tensorflow('1')
+    from .cli import evaluate_main, run_script
+    run_script(evaluate_main)
 
 
 def transcribe():

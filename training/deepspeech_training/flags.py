@@ -56,6 +56,9 @@ def create_flags():
                     '(reported separately; their sample-weighted mean decides best_dev / early stop / plateau)')
     f.DEFINE_string('test_files', '', 'comma-separated list of CSV, .sdb and .tar files to test on (reported '
                     'separately)')
+    f.DEFINE_string('metrics_files', '', 'comma-separated list of CSV, .sdb and .tar files whose loss is reported '
+                    'separately after each validation (with --dev_batch_size, --limit_dev and --reverse_dev), '
+                    'without deciding best_dev, early stop or plateaus')
     f.DEFINE_string('read_buffer', '1MB', 'largest single read of sample databases (.sdb) and tar shards (a batch\'s '
                     'samples side by side are read in one), e.g. 512KB, 1MB, 1GB (as DeepSpeech 0.9: binary units, '
                     'plain digits are bytes)')
@@ -128,8 +131,8 @@ def create_flags():
                     + os.path.join(DEFAULT_DATA_HOME, 'checkpoints') + ')')
     f.DEFINE_string('load_checkpoint_dir', '', 'load checkpoints from here (default: --checkpoint_dir)')
     f.DEFINE_string('save_checkpoint_dir', '', 'save checkpoints here (default: --checkpoint_dir)')
-    f.DEFINE_integer('checkpoint_secs', 600, 'also save a train checkpoint every this many seconds',
-                     lower_bound=1)
+    f.DEFINE_integer('checkpoint_secs', 600, 'also save a train checkpoint every this many seconds (0 or less: '
+                     'only at the end of each epoch, as DeepSpeech 0.9)')
     f.DEFINE_integer('max_to_keep', 5, 'how many train checkpoints to keep', lower_bound=1)
     f.DEFINE_enum('load_train', 'auto', LOAD_METHODS, 'what to start training from: "last" train checkpoint, '
                   '"best" dev checkpoint, "init" fresh weights, "auto" = last, else best, else init')
@@ -194,8 +197,8 @@ def create_flags():
     f.DEFINE_string('summary_dir', '', 'TensorBoard summaries go here (default: '
                     + os.path.join(DEFAULT_DATA_HOME, 'summaries') + ')')
     f.DEFINE_boolean('show_progressbar', True, 'show progress bars with the running loss')
-    f.DEFINE_integer('log_level', 1, 'TensorFlow C++ log level: 0 all, 1 no infos, 2 no warnings, 3 no errors (give it as --log_level=N)',
-                     lower_bound=0, upper_bound=3)
+    f.DEFINE_integer('log_level', 1, 'log level of the console log and of TensorFlow\'s C++: 0 all, 1 no TensorFlow '
+                     'infos, 2 no infos, 3 errors only (give it as --log_level=N)', lower_bound=0, upper_bound=3)
 
     # Performance
     f.DEFINE_integer('inter_op_parallelism_threads', 0, 'TensorFlow inter-op threads (0: automatic)',
@@ -209,6 +212,10 @@ def create_flags():
                   'BlockLSTM op), "scan" (a loop of matmuls with a hand-written gradient; on CPU about 10x faster '
                   'training steps at n_hidden 2048), "auto" = fused when a GPU is visible, else scan; the same '
                   'results and checkpoints either way')
+    # DeepSpeech 0.9's GPU flags, so its command lines run (doc/TRAINING.rst, "Flags compared with DeepSpeech 0.9")
+    f.DEFINE_boolean('train_cudnn', False, 'DeepSpeech 0.9\'s cuDNN LSTM: here --lstm_impl fused (on a GPU it runs '
+                     'cuDNN\'s kernels; the checkpoints stay loadable everywhere, unlike DeepSpeech\'s)')
+    f.DEFINE_boolean('use_allow_growth', False, 'DeepSpeech 0.9: take GPU memory as needed; always so here')
 
     # Distribution
     f.DEFINE_boolean('horovod', False, 'train on several processes with Horovod (launch with horovodrun or '
@@ -275,7 +282,7 @@ def _register_validators():
     for name in ['dropout_rate', 'dropout_rate2', 'dropout_rate3', 'dropout_rate4', 'dropout_rate5',
                  'dropout_rate6']:
         flags.register_validator(name, _dropout_ok, message='must be in [0, 1), or -1 for --dropout_rate')
-    for name in ['train_files', 'dev_files', 'test_files']:
+    for name in ['train_files', 'dev_files', 'test_files', 'metrics_files']:
         flags.register_validator(name, _existing_files,
                                  message='names a CSV file that does not exist (check the path; several '
                                          'files are separated by commas)')
@@ -303,6 +310,9 @@ def _register_validators():
         message='--horovod_elastic needs --horovod (horovodrun -np 2 --min-np 1 --host-discovery-script ... python '
                 'DeepSpeech.py --horovod --horovod_elastic ...), and no --horovod_backward_passes_per_step (its '
                 'partial sums are not kept over a reset)')
+    flags.register_multi_flags_validator(
+        ['train_cudnn', 'lstm_impl'], lambda v: not v['train_cudnn'] or v['lstm_impl'] != 'scan',
+        message='--train_cudnn is --lstm_impl fused: leave out one of them')
     flags.register_multi_flags_validator(
         ['warmup_epochs', 'warmup_steps'], lambda v: not (v['warmup_epochs'] and v['warmup_steps']),
         message='give --warmup_epochs or --warmup_steps, not both')

@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
@@ -174,8 +175,9 @@ class StopRequests:
 class Trainer:
     """Owns a training run: its graph, session, checkpointer, summaries and the epoch loop."""
 
-    def __init__(self, dist, settings, train_records, dev_sets):
-        """Build the graph: `train_records` to train on, `dev_sets` (name -> records) to validate on."""
+    def __init__(self, dist, settings, train_records, dev_sets, metrics_sets=None):
+        """Build the graph: `train_records` to train on, `dev_sets` (name -> records) to validate on,
+        `metrics_sets` (name -> records, --metrics_files) to report the loss of after each validation."""
         self.dist, self.settings = dist, settings
         config, training = settings.model, settings.training
         self.training_settings = training
@@ -184,8 +186,12 @@ class Trainer:
         sets = [train_set(train_records, dist, config, training)]
         sets += [eval_set('Validation ' + name, records, training.dev_batch_size, dist)
                  for name, records in dev_sets.items()]
+        sets += [eval_set('Metrics ' + name, records, training.dev_batch_size, dist)
+                 for name, records in (metrics_sets or {}).items()]
         batch, iterators = build_input(sets, config)
-        self.training, self.validations = iterators[0], iterators[1:]
+        self.training, evaluations = iterators[0], iterators[1:]
+        self.validations, self.metrics = evaluations[:len(dev_sets)], evaluations[len(dev_sets):]
+        self.dev_sources, self.metrics_sources = list(dev_sets), list(metrics_sets or {})
         self.feature_cache = sets[0].feature_cache
         self.forward = build_forward(batch, config, settings.session.mixed_precision)
         self.global_step = tfv1.train.get_or_create_global_step()
@@ -246,8 +252,11 @@ class Trainer:
                                  training.plateau_epochs if training.reduce_lr_on_plateau else None)
             state = self.dist.training_state(self.session, self.broadcast, TrainingProgress(tracker))
             self.last_save = time.time()
+            started = datetime.utcnow()
+            log_info('STARTING Optimization')
             try:
                 self.dist.run(state, self.train_epochs)
+                log_info('FINISHED optimization in {}'.format(datetime.utcnow() - started))
             except Interrupted:
                 path = self._save_train(state, commit=False)
                 log_info('Interrupted at global step {}, saved {}'.format(self.session.run(self.global_step), path))
@@ -278,6 +287,7 @@ class Trainer:
                 self._save_train(state)
             if self.validations and self._validate(progress):
                 break
+            self._report_metrics(progress.epoch)
             progress.epoch, progress.batches_done, progress.batches_planned = progress.epoch + 1, 0, 0
             progress.loss_before, self.epoch_totals = (0.0, 0.0), LossTotals()
             state.commit()
@@ -292,7 +302,7 @@ class Trainer:
             self._log_resume(progress)
         if self.training.input_set.augmenter:   # A:B ranges run over the epochs, on joiners too
             self.training.input_set.augmenter.first_epoch = progress.first_epoch
-        for iterator in [self.training] + self.validations:
+        for iterator in [self.training] + self.validations + self.metrics:
             iterator.restart(progress.end_epoch)
         base_rate = self.session.run(self.learning_rate)
         log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}'
@@ -355,8 +365,7 @@ class Trainer:
         same on every rank: one allreduce a step (~2-3 ms under Horovod on localhost, free on one process)
         carries the signals and the save timers, so a stop fits in horovodrun's 5 s SIGTERM grace and
         no rank enters a save's broadcast while another is in the next step's allreduce."""
-        save_due = time.time() - self.last_save > self.settings.checkpoints.checkpoint_secs
-        *votes, save = self.dist.sum(self.session, self.stop_requests.votes() + [save_due])
+        *votes, save = self.dist.sum(self.session, self.stop_requests.votes() + [self._save_due()])
         exit_code = self.stop_requests.exit_code(votes)
         if exit_code:
             raise Interrupted(exit_code)
@@ -366,6 +375,12 @@ class Trainer:
         elif commit_steps and state.progress.steps_run % commit_steps == 0:
             state.commit()      # free unless elastic
         state.check_host_updates()
+
+    def _save_due(self):
+        """This rank's clock says a timed save is due: --checkpoint_secs since the last save. With 0 or less
+        never, as in DeepSpeech 0.9 (a train checkpoint at each epoch's end only)."""
+        every = self.settings.checkpoints.checkpoint_secs
+        return every > 0 and time.time() - self.last_save > every
 
     def _finish_epoch(self, progress, totals, seconds_per_step):
         loss_sum, count = self._epoch_loss(progress, totals)
@@ -404,10 +419,10 @@ class Trainer:
         """Validate, save best_dev, reduce the learning rate on a plateau; True when training should stop
         early. The dev loss is summed over all dev sets and ranks, so every rank decides the same."""
         all_sets = LossTotals()
-        for validation in self.validations:
-            totals = run_set(self.session, validation, self.forward, progress.epoch)
-            loss_sum, count = self.dist.sum(self.session, [totals.loss_sum, totals.count])
-            log_info('Finished {} epoch {} - loss: {:.6f}'.format(validation.name, progress.epoch, loss_sum / count))
+        for source, validation in zip(self.dev_sources, self.validations):
+            loss_sum, count = self._set_loss(validation, progress.epoch)
+            log_info('Finished validating epoch {} on {} - loss: {:.6f}'.format(progress.epoch, source,
+                                                                              loss_sum / count))
             all_sets.loss_sum, all_sets.count = all_sets.loss_sum + loss_sum, all_sets.count + count
         dev_loss = all_sets.loss_sum / all_sets.count
         self.summaries.scalars('dev', self.session.run(self.global_step), loss=dev_loss)
@@ -424,14 +439,27 @@ class Trainer:
             self._reduce_learning_rate()
         return False
 
+    def _set_loss(self, iterator, epoch):
+        """(loss sum, sample count) of one pass over an evaluation set, summed over the ranks: every rank
+        gets the same, so the decisions taken from it are the same."""
+        totals = run_set(self.session, iterator, self.forward, epoch)
+        return self.dist.sum(self.session, [totals.loss_sum, totals.count])
+
+    def _report_metrics(self, epoch):
+        """--metrics_files: each file's loss in DeepSpeech 0.9's line, for the user to follow; unlike the
+        dev loss it decides nothing (best_dev, early stop and plateaus read the dev sets only)."""
+        for source, metrics in zip(self.metrics_sources, self.metrics):
+            loss_sum, count = self._set_loss(metrics, epoch)
+            log_info('Metrics for epoch {} on {} - loss: {:.6f}'.format(epoch, source, loss_sum / count))
+
     def _reduce_learning_rate(self):
         """Back to best_dev's weights (rank 0 loads, then broadcasts) with the rate x --plateau_reduction."""
         reduced = self.session.run(self.learning_rate) * self.training_settings.plateau_reduction
         self.checkpointer.reload_best(self.session)
         self.session.run(self.broadcast)
         self.session.run(self.set_learning_rate, {self.new_rate: reduced})
-        log_info('Encountered a plateau, reloaded best_dev and reduced the learning rate to {:g} '
-                 '(effective {:g})'.format(reduced, reduced * self.dist.size))
+        log_info('Encountered a plateau, reducing learning rate to {:g} (effective {:g}; best_dev reloaded)'
+                 .format(reduced, reduced * self.dist.size))
         self.dist.check_same(self.session, 'the learning rate after a plateau', [self.session.run(self.learning_rate)])
 
     def _write_flags(self, flags_text):

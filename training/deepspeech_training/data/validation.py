@@ -325,19 +325,24 @@ def _without_invalid(sets, found, messages, kinds, dist):
 def validate_input(dist, config, train_records, dev_sets, test_sets, skip_invalid=False):
     """validate_sets() over main()'s sets: train records (or None), dev and test sets ({csv: records} or
     None). Returns them in the same shapes, without the invalid samples when `skip_invalid`."""
+    train_records, groups = validate_groups(dist, config, train_records, {'dev': dev_sets, 'test': test_sets},
+                                            skip_invalid)
+    return train_records, groups['dev'], groups['test']
+
+
+def validate_groups(dist, config, train_records, groups, skip_invalid=False):
+    """validate_input() for any kinds of evaluation sets, all checked in one pass: `groups` is {kind:
+    {csv: records} or None} (dev, test, metrics ...). Returns (train records, groups) in the same shapes."""
     sets = []
     if train_records:
         sources = list(dict.fromkeys(train_records.columns.sources))
         sets.append(('train set ({})'.format(', '.join(sources)), train_records))
-    sets += [('dev set {}'.format(path), records) for path, records in (dev_sets or {}).items()]
-    sets += [('test set {}'.format(path), records) for path, records in (test_sets or {}).items()]
+    sets += [('{} set {}'.format(kind, path), records) for kind, named in groups.items()
+             for path, records in (named or {}).items()]
     if not sets:
-        return train_records, dev_sets, test_sets
+        return train_records, groups
     checked = iter(validate_sets(sets, config, dist, skip_invalid, cache_dir=config.data_cache_dir))
     if train_records:
         train_records = next(checked)
-    if dev_sets is not None:
-        dev_sets = {path: next(checked) for path in dev_sets}
-    if test_sets is not None:
-        test_sets = {path: next(checked) for path in test_sets}
-    return train_records, dev_sets, test_sets
+    return train_records, {kind: None if named is None else {path: next(checked) for path in named}
+                           for kind, named in groups.items()}

@@ -88,6 +88,7 @@ def export(settings):
     """Freeze the --load_evaluate checkpoint into <export_dir>/<export_file_name>.pb and .pbmm (and
     .tflite, .zip), as `settings` (Settings: model, export, checkpoints, decoding) say."""
     options = settings.export
+    log_info('Exporting the model...')
     os.makedirs(options.export_dir, exist_ok=True)
     base = os.path.join(options.export_dir, options.export_file_name)
     graph = frozen_graph(settings)
@@ -103,6 +104,7 @@ def export(settings):
         files.append(base + '.tflite')
     if options.export_zip:
         package(base, files, settings)
+    log_info('Models exported at {}'.format(options.export_dir))
 
 
 def to_tflite(frozen, quantize):

@@ -14,7 +14,9 @@ class _OneProcess:
     rank, size = 0, 1
 
 
-_state = {'dist': _OneProcess(), 'show_progressbar': True, 'tagged': False, 'logs_to_stderr': False}
+_state = {'dist': _OneProcess(), 'show_progressbar': True, 'tagged': False, 'logs_to_stderr': False, 'log_level': 1}
+# --log_level as DeepSpeech 0.9 read it for its own lines too: a line shows when its level is at least this.
+LEVELS = {'I': 1, 'W': 2, 'E': 3}
 
 
 def launcher_tags_lines(env):
@@ -24,11 +26,13 @@ def launcher_tags_lines(env):
             or env.get('SLURM_LABELIO') == '1')
 
 
-def configure(dist=None, show_progressbar=True, env=None, logs_to_stderr=False):
+def configure(dist=None, show_progressbar=True, env=None, logs_to_stderr=False, log_level=1):
     """Log as `dist`'s rank (anything with `rank` and `size`; None: one process); infos and bars to stderr
-    too if `logs_to_stderr` (stdout is then the command's result alone)."""
+    too if `logs_to_stderr` (stdout is then the command's result alone); only lines of LEVELS `log_level`
+    or above (--log_level: 2 hides the infos, 3 the warnings too, as in DeepSpeech 0.9)."""
     _state.update(dist=dist or _OneProcess(), show_progressbar=show_progressbar,
-                  tagged=launcher_tags_lines(os.environ if env is None else env), logs_to_stderr=logs_to_stderr)
+                  tagged=launcher_tags_lines(os.environ if env is None else env), logs_to_stderr=logs_to_stderr,
+                  log_level=log_level)
 
 
 def _info_stream():
@@ -39,7 +43,9 @@ def _is_chief():
     return _state['dist'].rank == 0
 
 
-def _emit(level, message):
+def _emit(level, message, filtered=True):
+    if filtered and LEVELS[level] < _state['log_level']:
+        return
     dist = _state['dist']
     # Not when the launcher prefixes the line with the rank already ('[1,0]<stdout>:[rank 0] I ...').
     prefix = '[rank {}] '.format(dist.rank) if dist.size > 1 and not _state['tagged'] else ''
@@ -53,6 +59,13 @@ def _emit(level, message):
 def log_info(message):
     if _is_chief():
         _emit('I', message)
+
+
+def log_report(message):
+    """A result the command was asked for (the test report): shown whatever --log_level, as DeepSpeech 0.9
+    printed it."""
+    if _is_chief():
+        _emit('I', message, filtered=False)
 
 
 def log_every_rank(message):

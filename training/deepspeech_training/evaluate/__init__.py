@@ -10,14 +10,14 @@ import numpy as np
 import tensorflow.compat.v1 as tfv1
 from ds_ctcdecoder import ctc_beam_search_decoder_batch
 
-from . import distributed
-from .checkpoints import Checkpointer
-from .data.records import SampleRecord
-from .graph import build_forward, build_input, create_session, set_steps
-from .trainer import eval_set
-from .util.atomic import atomic_write
-from .util.logging import log_info
-from .util.text import labels_to_text
+from .. import distributed
+from ..checkpoints import Checkpointer
+from ..data.records import SampleRecord
+from ..graph import build_forward, build_input, create_session, set_steps
+from ..trainer import eval_set
+from ..util.atomic import atomic_write
+from ..util.logging import log_info, log_report
+from ..util.text import labels_to_text
 
 
 @dataclass
@@ -131,7 +131,7 @@ def report(set_name, results, report_count):
             lines += ['WER: {:.6f}, CER: {:.6f}, loss: {:.6f}'.format(r.wer, r.cer, r.loss),
                       ' - wav: file://{}'.format(os.path.abspath(r.wav_filename)),
                       ' - src: "{}"'.format(r.src), ' - res: "{}"'.format(r.res), rule]
-    log_info('\n'.join(lines))
+    log_report('\n'.join(lines))
     return wer, cer, loss
 
 
@@ -167,6 +167,7 @@ def test(dist, settings, test_sets, decoder):
         session.run(broadcast)
         for iterator, name in zip(iterators, test_sets):
             iterator.restart(end_epoch=1)     # one pass
+            log_info('Testing model on {}'.format(name))
             results = decode_set(session, iterator, forward, decoder, dist)
             if dist.is_chief:
                 metrics[name] = report(name, results, decoding.report_count)
