@@ -16,7 +16,7 @@ from tensorflow.python.eager import context
 from conftest import ROOT, SMOKE_CSV, make_corpus, settings_from_args
 from deepspeech_training import distributed
 from deepspeech_training.checkpoints import check_writable
-from deepspeech_training.data.validation import validate_input
+from deepspeech_training.data.validation import validate_groups
 from deepspeech_training import evaluate
 from deepspeech_training.evaluate import Decoder
 from deepspeech_training.trainer import Interrupted, Trainer
@@ -122,8 +122,9 @@ def train_two_ranks(both_settings, trainer_class=RecordingTrainer, dev=True, met
     exception it raised."""
     def rank_main(dist):
         settings, flags_text, (train_records, dev_sets, _) = both_settings[dist.rank]
-        train_records, dev_sets, _ = validate_input(dist.before_sync(), settings.model, train_records,
-                                                    dev_sets if dev else {}, None)
+        train_records, groups = validate_groups(dist.before_sync(), settings.model, train_records,
+                                                {'dev': dev_sets if dev else {}})
+        dev_sets = groups['dev']
         if dist.is_chief:
             check_writable(settings.checkpoints.save_dir, 'checkpoints')
             check_writable(settings.training.summary_dir, 'summaries')

@@ -322,17 +322,10 @@ def _without_invalid(sets, found, messages, kinds, dist):
     return kept
 
 
-def validate_input(dist, config, train_records, dev_sets, test_sets, skip_invalid=False):
-    """validate_sets() over main()'s sets: train records (or None), dev and test sets ({csv: records} or
-    None). Returns them in the same shapes, without the invalid samples when `skip_invalid`."""
-    train_records, groups = validate_groups(dist, config, train_records, {'dev': dev_sets, 'test': test_sets},
-                                            skip_invalid)
-    return train_records, groups['dev'], groups['test']
-
-
 def validate_groups(dist, config, train_records, groups, skip_invalid=False):
-    """validate_input() for any kinds of evaluation sets, all checked in one pass: `groups` is {kind:
-    {csv: records} or None} (dev, test, metrics ...). Returns (train records, groups) in the same shapes."""
+    """validate_sets() over main()'s sets, all checked in one pass: train records (or None) and `groups`,
+    {kind: {csv: records} or None} (dev, test, metrics ...). Returns (train records, groups) in the same
+    shapes, without the invalid samples when `skip_invalid`."""
     sets = []
     if train_records:
         sources = list(dict.fromkeys(train_records.columns.sources))
