@@ -80,6 +80,7 @@ def test_smoke_two_ranks_train_and_test_only_rank_0_writes(corpus, traced_run):
 def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, traced_run):
     _, _, trace_dir = traced_run
     epochs, batch = TRACED_EPOCHS, TRACED_BATCH
+    from deepspeech_training.data.headers import path_key
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.util.text import load_alphabet
     alphabet = load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))
@@ -92,8 +93,10 @@ def test_each_rank_opens_only_the_audio_of_its_own_shard(corpus, traced_run):
                      for b in eval_batches(len(dev_records), batch, 2, rank) for i in b if i != PADDING]
         expected += [os.path.basename(test_records[i].audio_path)
                      for b in eval_batches(len(test_records), batch, 2, rank) for i in b if i != PADDING]
-        # ... plus, once, the headers of its slice of all audio paths (the validation pass, data/validation.py)
-        audio_paths = sorted({r.audio_path for r in train_records + dev_records + test_records})
+        # ... plus, once, the headers of its slice of all audio paths (the validation pass, data/validation.py:
+        # every second of the distinct paths in the order of their keys)
+        audio_paths = sorted({r.audio_path for records in (train_records, dev_records, test_records) for r in records},
+                             key=path_key)
         expected += [os.path.basename(p) for p in audio_paths[rank::2]]
         assert sorted(opened_wavs(traced_calls(trace_dir, rank))) == sorted(expected)
 
