@@ -21,6 +21,7 @@ from .data.batching import eval_batches, train_batches
 from .data.feature_cache import open_feature_cache
 from .early_stopping import DevTracker
 from .graph import InputSet, LossTotals, build_forward, build_input, create_session, run_set, seed_graph, set_steps
+from .util import startup
 from .util.logging import log_info, log_warn
 
 
@@ -184,6 +185,7 @@ class Trainer:
         sets = [train_set(train_records, dist, config, training)]
         sets += [eval_set('Validation ' + name, records, training.dev_batch_size, dist)
                  for name, records in dev_sets.items()]
+        startup.mark('planning')
         batch, iterators = build_input(sets, config)
         self.training, self.validations = iterators[0], iterators[1:]
         self.feature_cache = sets[0].feature_cache
@@ -236,6 +238,7 @@ class Trainer:
         with create_session(self.dist, self.settings.session) as self.session, StopRequests() as self.stop_requests:
             loaded = self.checkpointer.load_for_training(self.session, checkpoints.load_train,
                                                          checkpoints.drop_source_layers, checkpoints.load_cudnn)
+            startup.mark('graph')
             if training.force_initialize_learning_rate:
                 self.session.run(self.set_learning_rate, {self.new_rate: training.learning_rate})
             elif loaded not in ('init', 'broadcast from rank 0'):
@@ -271,6 +274,7 @@ class Trainer:
                                         self.train_feed, first_batch, totals):
                     self.summaries.scalars('train', values['step'], step_loss=values['mean_loss'],
                                            learning_rate=values['rate'])
+                    startup.first_step(self.dist.rank)
                     progress.batches_done += 1
                     progress.steps_run += 1
                     self._between_steps(state)
