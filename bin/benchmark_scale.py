@@ -310,6 +310,8 @@ def parse_args(argv):
     parser.add_argument('--np', default='1,2', type=lambda t: parse_list(t, int, (1, 2, 4, 8)))
     parser.add_argument('--work_dir', default='/work/scale-corpus', help='the corpora, made once, reused')
     parser.add_argument('--shard_size', type=int, default=10000, help='samples per tar shard')
+    parser.add_argument('--voices', default=scale_corpus.make_speech_corpus.DEFAULT_VOICES,
+                        type=lambda t: parse_list(t), help='espeak-ng voices of the pool (fewer: a smaller pool)')
     parser.add_argument('--out_dir', default='benchmark_scale_results')
     parser.add_argument('--rtt', type=float, default=2.0, help='ms of round trip added over sshfs')
     parser.add_argument('--n_hidden', type=int, default=16)
@@ -368,7 +370,7 @@ def main(argv=None):
     os.makedirs(args.out_dir, exist_ok=True)
     started, load_before = time.time(), os.getloadavg()
     disk, dev_csv = scale_corpus.make_all(args.work_dir, args.sizes, sorted(set(args.sources) | {args.plan_source}),
-                                          args.shard_size)
+                                          args.shard_size, args.voices)
     plans = [timed_plans(n, args) for n in sorted(args.sizes)]
     with contextlib.ExitStack() as stack:
         storages = Storages(args.work_dir, args.out_dir, args.rtt, stack)
