@@ -13,7 +13,8 @@ DS_STARTUP_REPORT and DS_STARTUP_EXIT=1, so each rank writes util/startup.py's r
 and exits. Per configuration (size x source x storage x ranks), from the slowest rank's report:
   * seconds from process start to the first step, split into import, read sources, validation, planning,
     graph and first batch (horovodrun's own start is outside: "wall" is launch to exit);
-  * peak RSS (the largest rank), and per sample;
+  * peak RSS (the largest rank), per sample, and per sample added to the configuration's smallest corpus
+    (what a sample costs, without the ~0.6 GB a process starts with);
   * read calls and bytes (/proc/self/io syscr, rchar: files, sockets and pipes alike) of that rank;
   * HTTP requests (all ranks) for the http storage: a local server here answering Range requests.
 Storages: local (the page cache is warm after the first run: what a rerun on one node sees); sshfs
@@ -59,7 +60,8 @@ PHASE_KEYS = [re.sub(r'\W', '_', phase) for phase in startup.PHASES]
 COLUMNS = ([('configuration', 'label', '{}'), ('n', 'n', '{:.0f}')]
            + [(phase, 'phase_' + key, '{:.2f}') for phase, key in zip(startup.PHASES, PHASE_KEYS)]
            + [('total s', 'total_s', '{:.2f}'), ('wall s', 'wall_s', '{:.1f}'), ('RSS MB', 'rss_mb', '{:.0f}'),
-              ('B/sample', 'rss_bytes_per_sample', '{:.0f}'), ('read calls', 'read_calls', '{:.0f}'),
+              ('B/sample', 'rss_bytes_per_sample', '{:.0f}'),
+              ('B/added sample', 'rss_bytes_per_added_sample', '{:.0f}'), ('read calls', 'read_calls', '{:.0f}'),
               ('read MB', 'read_mb', '{:.1f}'), ('requests', 'requests', '{:.0f}')])
 GROWTH = [('total_s', 'total'), ('phase_read_sources', 'read'), ('phase_validation', 'valid'),
           ('phase_planning', 'plan'), ('rss_mb', 'RSS'), ('read_calls', 'calls'), ('read_mb', 'read MB'),
@@ -263,6 +265,16 @@ def timed_plans(n, args):
     return result
 
 
+def add_marginal_memory(rows):
+    """rss_bytes_per_added_sample of each row: its RSS above that of the smallest corpus of the same
+    configuration, per sample more. What a sample costs, without the ~0.6 GB every process starts with."""
+    for row in rows:
+        same = [r for r in rows if r['label'] == row['label'] and r.get('rss_mb') and r['n'] < row['n']]
+        if same and row.get('rss_mb'):
+            base = min(same, key=lambda r: r['n'])
+            row['rss_bytes_per_added_sample'] = (row['rss_mb'] - base['rss_mb']) * 2 ** 20 / (row['n'] - base['n'])
+
+
 def growth_exponent(points):
     """k of measure ~ n^k: the least-squares slope through (log n, log measure); None with fewer than two
     sizes or a measure that is not positive (nothing to fit)."""
@@ -332,6 +344,7 @@ def configurations(args):
 
 def write_report(args, rows, plans, disk, loads, started):
     """scale.txt and scale.json in --out_dir; returns the text printed."""
+    add_marginal_memory(rows)
     fits, plan_fits = growth(rows, GROWTH), growth([dict(p, label='planning') for p in plans], PLAN_GROWTH)
     plan_lines = ['per-epoch planning in process (trainer.train_set / eval_set plans, records of {}):'.format(
         args.plan_source)] + ['  n={}: train {:.2f} ms, eval {:.2f} ms'.format(p['n'], 1e3 * p['train_plan_s'],
