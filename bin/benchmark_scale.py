@@ -330,7 +330,8 @@ def parse_args(argv):
     parser.add_argument('--batch_size', type=int, default=8, help='per rank')
     parser.add_argument('--plan_source', default='sdb', choices=scale_corpus.SOURCES,
                         help='the corpus the in-process planning reads its records from')
-    parser.add_argument('--plan_epochs', type=int, default=3, help='epochs planned (median) per size')
+    parser.add_argument('--plan_epochs', type=int, default=3, help='epochs planned (median) per size; 0: '
+                        'no planning pass (at 1M it reads the records for minutes)')
     parser.add_argument('--timeout', type=float, default=3600, help='seconds before a run is killed')
     parser.add_argument('--plan_pass', help=argparse.SUPPRESS)     # internal: one size's planning, in process
     return parser.parse_args(argv)
@@ -342,25 +343,31 @@ def configurations(args):
             for storage in args.storages for size in args.np if not (source == 'csv' and storage == 'http')]
 
 
+def planning_lines(plans, fit, source):
+    """The in-process planning times and their growth, as lines of the report (none without plans)."""
+    if not plans:
+        return []
+    return (['per-epoch planning in process (trainer.train_set / eval_set plans, records of {}):'.format(source)]
+            + ['  n={}: train {:.2f} ms, eval {:.2f} ms'.format(p['n'], 1e3 * p['train_plan_s'], 1e3 * p['eval_plan_s'])
+               for p in plans]
+            + ['  growth k: ' + ', '.join('{} {}'.format(name, fmt(fit[key])) for key, name in PLAN_GROWTH), ''])
+
+
 def write_report(args, rows, plans, disk, loads, started):
     """scale.txt and scale.json in --out_dir; returns the text printed."""
     add_marginal_memory(rows)
-    fits, plan_fits = growth(rows, GROWTH), growth([dict(p, label='planning') for p in plans], PLAN_GROWTH)
-    plan_lines = ['per-epoch planning in process (trainer.train_set / eval_set plans, records of {}):'.format(
-        args.plan_source)] + ['  n={}: train {:.2f} ms, eval {:.2f} ms'.format(p['n'], 1e3 * p['train_plan_s'],
-                                                                                1e3 * p['eval_plan_s']) for p in plans]
-    plan_lines += ['  growth k: ' + ', '.join('{} {}'.format(name, fmt(plan_fits['planning'][key]))
-                                              for key, name in PLAN_GROWTH)] if plans else []
+    fits = growth(rows, GROWTH)
+    plan_fit = growth([dict(p, label='planning') for p in plans], PLAN_GROWTH).get('planning')
     footer = ('n_hidden {}, batch {} per rank, {} cores; corpus MB on disk: {}; load average {} before, {} after; '
               '{:.0f} s in all'.format(args.n_hidden, args.batch_size, os.cpu_count(), '; '.join(
                   '{}: {}'.format(n, ', '.join('{} {:.1f}'.format(s, b / 1e6) for s, b in d.items()))
                   for n, d in disk.items()), fmt(list(loads[0])), fmt(list(loads[1])), time.time() - started))
-    text = '\n'.join([benchmark_training.table(rows, COLUMNS), '', growth_table(fits, GROWTH), ''] + plan_lines
-                     + ['', footer])
+    text = '\n'.join([benchmark_training.table(rows, COLUMNS), '', growth_table(fits, GROWTH), '']
+                     + planning_lines(plans, plan_fit, args.plan_source) + [footer])
     report = dict(machine=dict(cpus=os.cpu_count(), load_average_before=loads[0], load_average_after=loads[1]),
                   settings={k: v for k, v in vars(args).items() if k != 'plan_pass'},
                   corpus=dict(work_dir=args.work_dir, bytes={str(n): d for n, d in disk.items()}),
-                  results=rows, growth=fits, planning=dict(results=plans, growth=plan_fits['planning']),
+                  results=rows, growth=fits, planning=dict(results=plans, growth=plan_fit),
                   total_s=time.time() - started)
     with open(os.path.join(args.out_dir, 'scale.json'), 'w') as out:
         json.dump(report, out, indent=2)
@@ -384,7 +391,7 @@ def main(argv=None):
     started, load_before = time.time(), os.getloadavg()
     disk, dev_csv = scale_corpus.make_all(args.work_dir, args.sizes, sorted(set(args.sources) | {args.plan_source}),
                                           args.shard_size, args.voices)
-    plans = [timed_plans(n, args) for n in sorted(args.sizes)]
+    plans = [timed_plans(n, args) for n in sorted(args.sizes)] if args.plan_epochs else []
     with contextlib.ExitStack() as stack:
         storages = Storages(args.work_dir, args.out_dir, args.rtt, stack)
         rows = [measure(config, args, storages, dev_csv) for config in configurations(args)]
