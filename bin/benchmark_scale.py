@@ -8,7 +8,7 @@ latency, or over HTTP, by 1, 2, 4 or 8 ranks.
     python bin/benchmark_scale.py --sizes 10000,100000 --storages local,http --np 1
 
 Every run is start-up only: `DeepSpeech.py` (a tiny model: --n_hidden 16, batch 8, one epoch, a tiny dev
-CSV, checkpoints in a temporary folder; np > 1 under `horovodrun -np N -H localhost:N`) with
+CSV, checkpoints in a temporary folder; np > 1 under `horovodrun --gloo -np N -H localhost:N`) with
 DS_STARTUP_REPORT and DS_STARTUP_EXIT=1, so each rank writes util/startup.py's report at its first step
 and exits. Per configuration (size x source x storage x ranks), from the slowest rank's report:
   * seconds from process start to the first step, split into import, read sources, validation, planning,
@@ -52,7 +52,8 @@ sys.path.insert(0, BIN)
 sys.path.insert(0, os.path.join(os.path.dirname(BIN), 'tests', 'helpers'))   # the namespace hosts and sshfs
 import benchmark_training  # noqa: E402 (also puts training/ on the path)
 import scale_corpus  # noqa: E402
-from benchmark_training import ROOT, fmt, localhost_launch  # noqa: E402
+from benchmark_network import gloo_localhost_launch  # noqa: E402
+from benchmark_training import ROOT, fmt  # noqa: E402
 from deepspeech_training.util import startup  # noqa: E402
 
 STORAGES = ('local', 'sshfs', 'http')
@@ -166,7 +167,8 @@ def run_command(size, train_files, dev_csv, run_dir, args):
                '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'), '--noshow_progressbar',
                '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'),
                '--summary_dir', os.path.join(run_dir, 'summaries')]
-    return localhost_launch(size, command + ['--horovod']) if size > 1 else command
+    # Gloo (the launcher this project uses): under mpirun, a rank's exit at its first step is an improper end
+    return gloo_localhost_launch(size, command + ['--horovod']) if size > 1 else command
 
 
 def launch(command, run_dir, timeout):
