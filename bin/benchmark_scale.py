@@ -201,6 +201,11 @@ def summarise(reports, n):
     return result
 
 
+def read_json(path):
+    with open(path) as report:
+        return json.load(report)
+
+
 def measure(config, args, storages, dev_csv):
     """One start-up run of `config` (n, source, storage, np); its result row."""
     n, source, storage, size = config
@@ -221,7 +226,7 @@ def measure(config, args, storages, dev_csv):
         print('failed ({}): see {}\n{}'.format(exit_code, os.path.join(run_dir, 'log.txt'), log), flush=True)
         result['exit_code'] = exit_code or 'no report'
         return result
-    result['ranks'] = [json.load(open(p)) for p in paths]
+    result['ranks'] = [read_json(p) for p in paths]
     result.update(summarise(result['ranks'], n))
     print('{:.1f} s to the first step, {:.0f} MB'.format(result['total_s'], result['rss_mb']), flush=True)
     return result
