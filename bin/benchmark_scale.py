@@ -15,7 +15,8 @@ and exits. Per configuration (size x source x storage x ranks), from the slowest
     graph and first batch (horovodrun's own start is outside: "wall" is launch to exit);
   * peak RSS (the largest rank), per sample, and per sample added to the configuration's smallest corpus
     (what a sample costs, without the ~0.6 GB a process starts with);
-  * read calls and bytes (/proc/self/io syscr, rchar: files, sockets and pipes alike) of that rank;
+  * read calls and bytes (/proc/self/io syscr, rchar: reads of files and pipes; a socket's receives, as
+    HTTP's, are not reads there: the requests column counts those) of that rank;
   * HTTP requests (all ranks) for the http storage: a local server here answering Range requests.
 Storages: local (the page cache is warm after the first run: what a rerun on one node sees); sshfs
 (tests/helpers/netns_sshfs.py: sshd on a network-namespace host, --rtt ms added per round trip, a fresh
