@@ -1,5 +1,5 @@
-"""bin/benchmark_training.py, bin/benchmark_pipeline.py and bin/benchmark_storage.py end to end on tiny
-configurations: they run, and write their tables, JSON and plot (no timed asserts: the numbers depend on
+"""bin/benchmark_training.py, bin/benchmark_pipeline.py, bin/benchmark_storage.py and bin/benchmark_scale.py end
+to end on tiny configurations: they run, and write their tables, JSON and plot (no timed asserts: the numbers depend on
 the machine)."""
 import json
 import os
@@ -154,3 +154,33 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     again = run_command(command[:command.index('--seeds') + 1] + [2] + command[command.index('--seeds') + 2:]
                         + ['--resume'], timeout=600)
     assert again.output.count('(exit 0, reused)') == 2 and again.output.count('seed 2: WER') == 2
+
+
+def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(tmp_path):
+    """Tiny: 300 and 1000 samples of a one-voice pool, one local rank, CSV, .sdb and tar shards."""
+    out = tmp_path / 'results'
+    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_scale.py'), '--sizes', '300,1000',
+                       '--np', 1, '--storages', 'local', '--sources', 'csv,sdb,tar', '--voices', 'en-us',
+                       '--shard_size', 400, '--work_dir', tmp_path / 'corpus', '--out_dir', out], timeout=900)
+    phases = ['import', 'read sources', 'validation', 'planning', 'graph', 'first batch']
+    table = (out / 'scale.txt').read_text()
+    header = table.splitlines()[0]
+    assert all(phase in header for phase in phases) and 'RSS MB' in header and 'load average' in table
+    assert table in run.output.replace('\r', '')
+    report = json.loads((out / 'scale.json').read_text())
+    labels = ['csv local np=1', 'sdb local np=1', 'tar local np=1']
+    assert [(r['label'], r['n']) for r in report['results']] == [(label, n) for n in (300, 1000) for label in labels]
+    for result in report['results']:
+        assert result['exit_code'] == 0 and result['total_s'] > 0 and result['rss_mb'] > 50
+        assert result['read_calls'] > 0 and result['requests'] is None
+        # the run's own report (util/startup.py): every phase, in order, adding up to the time to the first step
+        with open(os.path.join(result['run_dir'], 'startup.0')) as first_rank:
+            rank = json.load(first_rank)
+        assert list(rank['phases']) == phases and rank['process_start_known']
+        assert sum(rank['phases'].values()) == pytest.approx(rank['seconds_to_first_step'], abs=0.01)
+        assert set(rank['io']) == {'rchar', 'syscr', 'read_bytes'}
+    for label in labels:
+        assert isinstance(report['growth'][label]['total_s'], float) and label in table
+        assert re.search(r'^{} +(-?[\d.]+ +){{4}}'.format(re.escape(label)), table.split('growth k')[1], re.M)
+    assert set(report['planning']['growth']) == {'train_plan_s', 'eval_plan_s'}
+    assert [p['n'] for p in report['planning']['results']] == [300, 1000]

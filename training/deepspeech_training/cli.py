@@ -18,7 +18,7 @@ from .export import export
 from .flags import FLAGS, alphabet_path, create_flags, list_in_short_help, split_files
 from .scorer import ScorerError, load_scorer
 from .trainer import Interrupted, Trainer
-from .util import logging
+from .util import logging, startup
 
 
 def read_set(csv_paths, config, limit, reverse, kind, skipped=None):
@@ -79,6 +79,7 @@ def make_decoder(settings):
 
 
 def main(_):
+    startup.mark('import')
     dist = distributed.init(FLAGS.horovod, FLAGS.horovod_elastic)
     # --one_shot_infer: stdout is the transcript alone (`... --one_shot_infer a.wav > out.txt`), logs go to stderr
     logging.configure(dist, FLAGS.show_progressbar, logs_to_stderr=bool(FLAGS.one_shot_infer),
@@ -99,11 +100,13 @@ def main(_):
         skipped = [] if FLAGS.skip_invalid_samples else None
         train_records, dev_sets, test_sets = read_input(settings.model, skipped)
         metrics_sets = read_metrics_sets(settings.model, skipped)
+        startup.mark('read sources')
         if skipped and dist.is_chief:
             log_skipped_transcripts(skipped)
         train_records, sets = validate_groups(dist.before_sync(), settings.model, train_records,
                                               dict(dev=dev_sets, test=test_sets, metrics=metrics_sets),
                                               FLAGS.skip_invalid_samples)
+        startup.mark('validation')
         decoder = make_decoder(settings)
         if train_records and dist.is_chief:
             check_writable(settings.checkpoints.save_dir, 'checkpoints')

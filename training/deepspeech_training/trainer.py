@@ -22,6 +22,7 @@ from .data.batching import eval_batches, train_batches
 from .data.feature_cache import open_feature_cache
 from .early_stopping import DevTracker
 from .graph import InputSet, LossTotals, build_forward, build_input, create_session, run_set, seed_graph, set_steps
+from .util import startup
 from .util.logging import log_info, log_warn
 
 
@@ -188,6 +189,7 @@ class Trainer:
                  for name, records in dev_sets.items()]
         sets += [eval_set('Metrics ' + name, records, training.dev_batch_size, dist)
                  for name, records in (metrics_sets or {}).items()]
+        startup.mark('planning')
         batch, iterators = build_input(sets, config)
         self.training, evaluations = iterators[0], iterators[1:]
         self.validations, self.metrics = evaluations[:len(dev_sets)], evaluations[len(dev_sets):]
@@ -242,6 +244,7 @@ class Trainer:
         with create_session(self.dist, self.settings.session) as self.session, StopRequests() as self.stop_requests:
             loaded = self.checkpointer.load_for_training(self.session, checkpoints.load_train,
                                                          checkpoints.drop_source_layers, checkpoints.load_cudnn)
+            startup.mark('graph')
             if training.force_initialize_learning_rate:
                 self.session.run(self.set_learning_rate, {self.new_rate: training.learning_rate})
             elif loaded not in ('init', 'broadcast from rank 0'):
@@ -280,6 +283,7 @@ class Trainer:
                                         self.train_feed, first_batch, totals):
                     self.summaries.scalars('train', values['step'], step_loss=values['mean_loss'],
                                            learning_rate=values['rate'])
+                    startup.first_step(self.dist.rank)
                     progress.batches_done += 1
                     progress.steps_run += 1
                     self._between_steps(state)
