@@ -58,6 +58,7 @@ from benchmark_training import ROOT, fmt  # noqa: E402
 from deepspeech_training.util import startup  # noqa: E402
 
 STORAGES = ('local', 'sshfs', 'http')
+STARTS = ('first', 'second')
 PHASE_KEYS = [re.sub(r'\W', '_', phase) for phase in startup.PHASES]
 COLUMNS = ([('configuration', 'label', '{}'), ('n', 'n', '{:.0f}')]
            + [(phase, 'phase_' + key, '{:.2f}') for phase, key in zip(startup.PHASES, PHASE_KEYS)]
@@ -160,14 +161,15 @@ class Storages:
                 yield mountpoint, None
 
 
-def run_command(size, train_files, dev_csv, run_dir, args):
-    """DeepSpeech.py with a tiny model on `train_files`, checkpoints and summaries in `run_dir`."""
+def run_command(size, train_files, dev_csv, run_dir, cache_dir, args):
+    """DeepSpeech.py with a tiny model on `train_files`, checkpoints and summaries in `run_dir`, what the input
+    check learns in `cache_dir` (--data_cache_dir)."""
     command = [sys.executable, os.path.join(ROOT, 'DeepSpeech.py'), '--train_files', ','.join(train_files),
                '--dev_files', dev_csv, '--n_hidden', str(args.n_hidden), '--train_batch_size', str(args.batch_size),
                '--dev_batch_size', str(args.batch_size), '--epochs', '1', '--load_train', 'init',
                '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'), '--noshow_progressbar',
                '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'),
-               '--summary_dir', os.path.join(run_dir, 'summaries')]
+               '--summary_dir', os.path.join(run_dir, 'summaries'), '--data_cache_dir', cache_dir]
     # Gloo (the launcher this project uses): under mpirun, a rank's exit at its first step is an improper end
     return gloo_localhost_launch(size, command + ['--horovod']) if size > 1 else command
 
@@ -208,19 +210,24 @@ def read_json(path):
 
 
 def measure(config, args, storages, dev_csv):
-    """One start-up run of `config` (n, source, storage, np); its result row."""
-    n, source, storage, size = config
-    label = '{} {} np={}'.format(source, storage, size)
-    run_dir = os.path.join(args.out_dir, 'runs', '{}-{}-{}-np{}'.format(n, source, storage, size))
+    """One start-up run of `config` (n, source, storage, np, start); its result row. A first start has an
+    empty --data_cache_dir, a second the one the first filled (what a rerun of the same corpus finds)."""
+    n, source, storage, size, start = config
+    label = '{} {} np={} {}'.format(source, storage, size, start)
+    name = '{}-{}-{}-np{}'.format(n, source, storage, size)
+    run_dir, cache_dir = os.path.join(args.out_dir, 'runs', name + '-' + start), os.path.join(args.out_dir, 'cache', name)
     shutil.rmtree(run_dir, ignore_errors=True)
+    if start == 'first':
+        shutil.rmtree(cache_dir, ignore_errors=True)
     os.makedirs(run_dir)
     print('[{}] n={} ...'.format(label, n), end=' ', flush=True)
     with storages.place(storage) as (base, server):
         files = [base + '/' + path for path in scale_corpus.train_files(args.work_dir, source, n, args.shard_size)]
-        command = run_command(size, files, dev_csv, run_dir, args)
+        command = run_command(size, files, dev_csv, run_dir, cache_dir, args)
         exit_code, wall, log = launch(command, run_dir, args.timeout)
         requests = server.requests if server else None
-    result = dict(label=label, n=n, source=source, storage=storage, np=size, exit_code=exit_code, wall_s=wall,
+    result = dict(label=label, n=n, source=source, storage=storage, np=size, start=start, exit_code=exit_code,
+                  wall_s=wall,
                   requests=requests, run_dir=run_dir, command=command)
     paths = [os.path.join(run_dir, 'startup.{}'.format(rank)) for rank in range(size)]
     if exit_code != 0 or not all(os.path.exists(p) for p in paths):
@@ -328,6 +335,8 @@ def parse_args(argv):
                         type=lambda t: parse_list(t, str, scale_corpus.SOURCES))
     parser.add_argument('--storages', default='local', type=lambda t: parse_list(t, str, STORAGES))
     parser.add_argument('--np', default='1,2', type=lambda t: parse_list(t, int, (1, 2, 4, 8)))
+    parser.add_argument('--starts', default='first,second', type=lambda t: parse_list(t, str, STARTS),
+                        help='first: an empty --data_cache_dir; second: the one the first start filled')
     parser.add_argument('--work_dir', default='/work/scale-corpus', help='the corpora, made once, reused')
     parser.add_argument('--shard_size', type=int, default=10000, help='samples per tar shard')
     parser.add_argument('--voices', default=scale_corpus.make_speech_corpus.DEFAULT_VOICES,
@@ -346,9 +355,11 @@ def parse_args(argv):
 
 
 def configurations(args):
-    """(n, source, storage, np) to run, smallest corpus first; no CSV over HTTP (it lists files)."""
-    return [(n, source, storage, size) for n in sorted(args.sizes) for source in args.sources
-            for storage in args.storages for size in args.np if not (source == 'csv' and storage == 'http')]
+    """(n, source, storage, np, start) to run, smallest corpus first, a first start before its second; no
+    CSV over HTTP (it lists files)."""
+    return [(n, source, storage, size, start) for n in sorted(args.sizes) for source in args.sources
+            for storage in args.storages for size in args.np for start in args.starts
+            if not (source == 'csv' and storage == 'http')]
 
 
 def planning_lines(plans, fit, source):

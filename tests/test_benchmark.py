@@ -157,7 +157,8 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
 
 
 def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(tmp_path):
-    """Tiny: 300 and 1000 samples of a one-voice pool, one local rank, CSV, .sdb and tar shards."""
+    """Tiny: 300 and 1000 samples of a one-voice pool, one local rank, CSV, .sdb and tar shards, each started
+    with an empty data cache and again with the one the first start filled."""
     out = tmp_path / 'results'
     run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_scale.py'), '--sizes', '300,1000',
                        '--np', 1, '--storages', 'local', '--sources', 'csv,sdb,tar', '--voices', 'en-us',
@@ -168,8 +169,11 @@ def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(t
     assert all(phase in header for phase in phases) and 'RSS MB' in header and 'load average' in table
     assert table in run.output.replace('\r', '')
     report = json.loads((out / 'scale.json').read_text())
-    labels = ['csv local np=1', 'sdb local np=1', 'tar local np=1']
+    labels = ['{} local np=1 {}'.format(source, start) for source in ('csv', 'sdb', 'tar') for start in ('first', 'second')]
     assert [(r['label'], r['n']) for r in report['results']] == [(label, n) for n in (300, 1000) for label in labels]
+    by_label = {(r['label'], r['n']): r for r in report['results']}
+    for n in (300, 1000):       # a second start of a CSV stats its files: the first read their headers
+        assert by_label['csv local np=1 second', n]['read_calls'] < by_label['csv local np=1 first', n]['read_calls'] - n / 2
     for result in report['results']:
         assert result['exit_code'] == 0 and result['total_s'] > 0 and result['rss_mb'] > 50
         assert result['read_calls'] > 0 and result['requests'] is None
