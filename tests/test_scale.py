@@ -24,6 +24,7 @@ from deepspeech_training.util.text import load_alphabet
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 from http_ranges import serving  # noqa: E402
+from threaded_dist import run_ranks, threaded_ranks  # noqa: E402
 LETTERS = 'abcdefghijklmnopqrstuvwxyz'
 MAX_BYTES_PER_SAMPLE = 100      # issue 31's bound for the sample index, with short paths and transcripts
 
@@ -204,3 +205,19 @@ def test_a_damaged_header_cache_is_named_and_read_again(tmp_path, alphabet, caps
     assert headers_read(output.out) == 20
     start_up(source, alphabet, cache)
     assert headers_read(capsys.readouterr().out) == 0
+
+
+def test_two_ranks_each_cache_the_headers_they_read_and_one_rank_then_reads_none(tmp_path, alphabet, capsys):
+    """Under Horovod each rank reads and caches its share (nothing gathered but the problems); the next run,
+    on any number of ranks, finds every header in the ranks' files together."""
+    source, cache = copy_corpus(tmp_path / 'corpus', 300), str(tmp_path / 'cache')
+    records = read_sources([source], alphabet)
+
+    def check(dist):
+        return validate_sets([('train', records)], config(alphabet, cache), dist, workers=1, cache_dir=cache)
+
+    run_ranks(threaded_ranks(2), check)
+    assert headers_read(capsys.readouterr().out) == 300
+    assert sorted(name.rsplit('.', 2)[1] for name in os.listdir(cache)) == ['0', '1']
+    start_up(source, alphabet, cache)
+    assert '0 file header(s) read, 300 known unchanged' in capsys.readouterr().out

@@ -6,6 +6,7 @@ A plain PCM WAV file's header is parsed here (`wav_header`): at a million files 
 4 KB read with os.read ~4 us (bin/benchmark_scale.py). Anything else (other encodings, FLAC, a header
 this walk does not follow) goes to soundfile.info, which decides as before.
 """
+import fnmatch
 import hashlib
 import os
 import struct
@@ -114,33 +115,44 @@ HEADER_FIELDS = ('sample_rate', 'channels', 'frames')
 
 
 class HeaderCache:
-    """The headers of a CSV's audio files as an earlier run read them, so a second run of a large corpus
-    stats its files instead of reading them. One file per CSV in `cache_dir` (--data_cache_dir); an entry
-    counts only while the file's stamp (size, mtime, ctime, inode) is unchanged, so a changed or replaced
-    file is read again. A cache file that cannot be read is ignored with a warning (and rewritten)."""
+    """The headers of a CSV's audio files as earlier runs read them, so a second run of a large corpus
+    stats its files instead of reading them. In `cache_dir` (--data_cache_dir), per CSV, one file per rank
+    that read headers (`headers-<hash of the CSV's path>.<rank>.npz`: each rank writes what it read itself,
+    nothing is gathered), and every rank looks up all of them. An entry counts only while the file's stamp
+    (size, mtime, ctime, inode) is unchanged, so a changed or replaced file is read again. A cache file that
+    cannot be read is ignored with a warning (and rewritten)."""
 
-    def __init__(self, cache_dir, sources):
-        self.cache_dir, self.loaded = cache_dir, {}
-        tables = [t for t in (self._load(source) for source in sources) if t is not None]
-        self.table = tables[0] if len(tables) == 1 else _merge(tables)     # (each file is saved merged)
+    def __init__(self, cache_dir, sources, rank=0):
+        self.cache_dir, self.rank, self.own = cache_dir, rank, {}
+        tables = [table for source in sources for table in self._load_all(source)]
+        self.table = _merge(tables)
 
-    def path(self, source):
+    def path(self, source, rank):
         name = hashlib.blake2b(os.path.abspath(source).encode('utf-8', 'surrogateescape'), digest_size=12).hexdigest()
-        return os.path.join(self.cache_dir, 'headers-{}.npz'.format(name))
+        return os.path.join(self.cache_dir, 'headers-{}.{}.npz'.format(name, rank))
 
-    def _load(self, source):
-        path = self.path(source)
-        if not os.path.exists(path):
-            return None
+    def _load_all(self, source):
+        """The tables of `source` written by any rank; this rank's own kept for save()."""
+        pattern = os.path.basename(self.path(source, '*'))
+        names = fnmatch.filter(os.listdir(self.cache_dir), pattern) if os.path.isdir(self.cache_dir) else []
+        tables = []
+        for name in sorted(names):
+            table = self._load(os.path.join(self.cache_dir, name))
+            if table is not None:
+                tables.append(table)
+                if name == os.path.basename(self.path(source, self.rank)):
+                    self.own[source] = table
+        return tables
+
+    @staticmethod
+    def _load(path):
         try:
             with np.load(path, allow_pickle=False) as data:
-                table = {name: data[name] for name in ('keys',) + STAMP_FIELDS + HEADER_FIELDS}
+                return {name: data[name] for name in ('keys',) + STAMP_FIELDS + HEADER_FIELDS}
         except Exception as error:  # noqa: BLE001 -- whatever a damaged file makes np.load raise
             log_warn('Ignoring the audio header cache {} ({}: {}); the headers are read again and the file '
                      'rewritten'.format(path, type(error).__name__, error))
             return None
-        self.loaded[source] = table
-        return table
 
     def lookup(self, keys, stamps):
         """(hit, sample rates, channels, frames) of `keys` with `stamps` [n, 4]: hit False where unknown or changed."""
@@ -154,19 +166,20 @@ class HeaderCache:
         return (hit,) + tuple(table[name][found] for name in HEADER_FIELDS)
 
     def save(self, source, keys, stamps, headers):
-        """Write `source`'s cache: its files' `keys` with their `stamps` [n, 4] and `headers` [n, 3]
-        (sample rate, channels, frames)."""
+        """Add to this rank's cache file of `source` its files' `keys` with their `stamps` [n, 4] and `headers`
+        [n, 3] (sample rate, channels, frames) just read."""
         table = {'keys': np.asarray(keys, np.uint64)}
         table.update((name, stamps[:, column]) for column, name in enumerate(STAMP_FIELDS))
         table.update((name, headers[:, column]) for column, name in enumerate(HEADER_FIELDS))
-        table = _merge([table])
+        table = _merge([self.own[source], table] if source in self.own else [table])
+        path = self.path(source, self.rank)
         try:
             os.makedirs(self.cache_dir, exist_ok=True)
-            with atomic_write(self.path(source), 'wb', shared=True) as file:
+            with atomic_write(path, 'wb', shared=True) as file:
                 np.savez(file, **table)
         except OSError as error:
             log_warn('Cannot write the audio header cache {} ({}); the next run reads the headers again (set '
-                     '--data_cache_dir to a writable folder, or to "" for none)'.format(self.path(source), error))
+                     '--data_cache_dir to a writable folder, or to "" for none)'.format(path, error))
 
 
 def _merge(tables):

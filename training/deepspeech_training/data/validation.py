@@ -12,9 +12,8 @@ samples), not an audio file libsndfile can decode (corrupt, or e.g. a text file)
 under CTC (ctc_min_frames(labels) > the feature frames of its audio at the feature rate).
 
 Under Horovod each rank reads the headers of its slice of the distinct audio (every size-th of their
-sorted 64-bit keys), then the ranks allgather the problems they found (and the headers read, which rank 0
-caches), so every rank raises the same error, or skips the same samples, before any collective of training
-starts.
+sorted 64-bit keys) and caches what it read itself, then the ranks allgather the problems they found, so
+every rank raises the same error, or skips the same samples, before any collective of training starts.
 """
 import math
 import os
@@ -26,7 +25,7 @@ import numpy as np
 import tensorflow.compat.v1 as tfv1
 
 from .feeding import frame_count
-from .headers import (EMPTY, HEADER_FIELDS, MISSING, NOT_AUDIO, STAMP_FIELDS, UNREADABLE,  # noqa: F401 (kinds)
+from .headers import (EMPTY, MISSING, NOT_AUDIO, UNREADABLE,  # noqa: F401 (kinds)
                       Header, HeaderCache, path_key, read_header, stamp)
 from ..util.logging import Progress, log_info, log_warn
 from .samples import DataError
@@ -201,7 +200,7 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
     n_mine = len(range(dist.rank, len(distinct), dist.size))
     csv_sources = sorted({records.columns.sources[i] for _, records in sets
                           for i in np.unique(records.column('source_ids')[records.column('offsets') < 0])})
-    cache = HeaderCache(cache_dir, csv_sources) if cache_dir and csv_sources else None
+    cache = HeaderCache(cache_dir, csv_sources, dist.rank) if cache_dir and csv_sources else None
     progress = (Progress('Checking audio', n_mine, unit='Files', show_loss=False)
                 if dist.is_chief and n_mine >= PROGRESS_MIN_PATHS else None)
     check = AudioCheck(cache, default_workers(dist) if workers is None else workers, progress)
@@ -218,19 +217,18 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
                   check_headers(headers[:, share], checked.label_lengths(), checked.ctc_min_frames(), config)]
         found += [(s, int(ours[i])) + tuple(problems[int(share[i])])
                   for i in np.flatnonzero(np.isin(share, list(problems)))]
-    found, new, cached = zip(*_gather(dist, (found, check.new, check.cached)))
+    if cache and check.new:
+        _update_cache(cache, check.new)
+    n_read = sum(len(entries[1]) for entries in check.new)
+    found, n_read, cached = zip(*_gather(dist, (found, n_read, check.cached)))
     found = sorted(p for rank_found in found for p in rank_found)
-    new = [entries for rank_new in new for entries in rank_new]
-    if cache and new and dist.is_chief:
-        _update_cache(cache, new)
 
     messages, kinds = _messages(sets, found)
     n_samples = sum(len(records) for _, records in sets)
-    n_read = sum(len(entries[1]) for entries in new)
     log_info('Checked the audio of {} sample(s) ({} distinct) in {:.1f} s: {} invalid{}'.format(
         n_samples, len(distinct), time.time() - started, len(messages),
         '' if not cache else '; {} file header(s) read, {} known unchanged from the cache in {}'.format(
-            n_read, sum(cached), cache_dir)))
+            sum(n_read), sum(cached), cache_dir)))
     if not found:
         return [records for _, records in sets]
     if not skip_invalid:
@@ -285,18 +283,11 @@ def _indexed_headers(records):
 
 
 def _update_cache(cache, new):
-    """Write the header cache of each CSV with new headers: its old entries, and the headers just read."""
+    """Add the headers this rank read to its cache file of each CSV."""
     sources, keys, stamps, headers = (np.concatenate(column) for column in zip(*new))
     for source in np.unique(sources):
         ours = sources == source
-        old = cache.loaded.get(source)
-        if old is not None:
-            keys_, stamps_, headers_ = (np.concatenate([old_part, new_part[ours]]) for old_part, new_part in (
-                (old['keys'], keys), (np.stack([old[n] for n in STAMP_FIELDS], 1), stamps),
-                (np.stack([old[n] for n in HEADER_FIELDS], 1), headers)))
-        else:
-            keys_, stamps_, headers_ = keys[ours], stamps[ours], headers[ours]
-        cache.save(source, keys_, stamps_, headers_)
+        cache.save(source, keys[ours], stamps[ours], headers[ours])
 
 
 def _without_invalid(sets, found, messages, kinds, dist):
