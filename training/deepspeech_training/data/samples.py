@@ -7,6 +7,7 @@ import os
 
 from . import byte_ranges, container_index, sdb, tar_shards
 from .records import Columns, LabelEncoder, Records, sample_where
+from ..util.gc_pause import gc_paused
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
 MAX_LISTED_PROBLEMS = 20
@@ -178,11 +179,12 @@ def read_records(paths, alphabet, skipped=None, cache_dir=None):
     their files (`alphabet` None: unlabeled; `skipped`: as add_csv's; `cache_dir`: where container indexes
     built for want of a sidecar are kept, --data_cache_dir)."""
     problems, columns = [], Columns(LabelEncoder(alphabet) if alphabet else None)
-    for path in tar_shards.expand_all(paths):
-        try:
-            add_source(columns, path, skipped, cache_dir)
-        except DataError as error:
-            problems.extend(error.problems)
+    with gc_paused():
+        for path in tar_shards.expand_all(paths):
+            try:
+                add_source(columns, path, skipped, cache_dir)
+            except DataError as error:
+                problems.extend(error.problems)
     if problems:
         raise DataError(problems)
     return Records(columns.finish())

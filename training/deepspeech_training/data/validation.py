@@ -27,6 +27,7 @@ import tensorflow.compat.v1 as tfv1
 from .feeding import frame_count
 from .headers import (EMPTY, MISSING, NOT_AUDIO, UNREADABLE,  # noqa: F401 (kinds)
                       Header, HeaderCache, path_key, read_header, stamp)
+from ..util.gc_pause import gc_paused
 from ..util.logging import Progress, log_info, log_warn
 from .samples import DataError
 
@@ -193,6 +194,12 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
     cache in `cache_dir` knows the file unchanged. Raises DataError listing the invalid samples (CSV, line,
     audio path, what, fix). With `skip_invalid` logs a summary instead and returns the sets without them
     (DataError if a set would become empty). Returns the Records of each set, in the order of `sets`."""
+    # (the collector paused: the pass makes and drops a few objects per file, util/gc_pause.py)
+    with gc_paused():
+        return _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir)
+
+
+def _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir):
     started = time.time()
     keys = [audio_keys(records) for _, records in sets]
     distinct, first, inverse = np.unique(np.concatenate(keys), return_index=True, return_inverse=True)
