@@ -15,7 +15,7 @@ import soundfile
 
 from conftest import SMOKE_DIR
 from deepspeech_training.config import Config
-from deepspeech_training.data import container_index, sdb
+from deepspeech_training.data import container_index, headers, sdb
 from deepspeech_training.data.samples import DataError, read_records, read_sources
 from deepspeech_training.data.validation import validate_sets
 from deepspeech_training.distributed import Single
@@ -190,7 +190,8 @@ def test_the_header_cache_skips_unchanged_files_and_catches_changed_ones(tmp_pat
         start_up(source, alphabet, cache)
     assert '2 file header(s) read, 298 known unchanged from the cache' in capsys.readouterr().out
     assert 'line 9: {}: 2 channels, expected mono'.format(stereo) in str(error.value)
-    assert 'line 13: {}: transcript too long for the audio'.format(short) in str(error.value)
+    assert 'line 13: {}: the file is cut short: its header announces 1.46 s of audio, its 2000 bytes hold 0.06 s' \
+        .format(short) in str(error.value)
 
 
 def test_a_damaged_header_cache_is_named_and_read_again(tmp_path, alphabet, capsys):
@@ -221,3 +222,22 @@ def test_two_ranks_each_cache_the_headers_they_read_and_one_rank_then_reads_none
     assert sorted(name.rsplit('.', 2)[1] for name in os.listdir(cache)) == ['0', '1']
     start_up(source, alphabet, cache)
     assert '0 file header(s) read, 300 known unchanged' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('subtype,channels,rate', [('PCM_16', 1, 16000), ('PCM_U8', 1, 8000), ('PCM_24', 2, 44100),
+                                                   ('PCM_32', 1, 22050), ('FLOAT', 1, 16000)])
+def test_the_header_walk_finds_what_soundfile_finds(tmp_path, subtype, channels, rate):
+    """data/headers.py reads a WAV file's header itself (3x faster than soundfile.info at a million files):
+    it must agree with libsndfile on every file it accepts, also after a LIST chunk and at odd lengths,
+    and hand anything else (here float samples) to soundfile."""
+    path = str(tmp_path / 'a.wav')
+    noise = np.random.default_rng(1).uniform(-0.5, 0.5, (rate // 3 + 1, channels))
+    soundfile.write(path, noise, rate, subtype=subtype)
+    with soundfile.SoundFile(path, 'r+') as edited:      # libsndfile writes a LIST chunk for these
+        edited.title = 'a title of odd length'
+    info = soundfile.info(path)
+    _, header = headers.read_header(path)
+    assert header == headers.Header(info.samplerate, info.channels, info.frames)
+    with open(path, 'rb') as wav:
+        walked = headers.wav_header(wav.read(headers.HEAD_BYTES), os.path.getsize(path))
+    assert (walked is None) == (subtype == 'FLOAT')

@@ -23,12 +23,14 @@ MISSING = 'missing file'
 UNREADABLE = 'unreadable file'
 EMPTY = 'empty audio'
 NOT_AUDIO = 'corrupt or not a WAV file'
+TRUNCATED = 'audio file cut short'
 
 HEAD_BYTES = 4096       # a WAV file's fmt and data chunks sit in its first bytes (unless a big LIST precedes them)
 RIFF = struct.Struct('<4sI4s')
 CHUNK = struct.Struct('<4sI')
 FMT = struct.Struct('<HHIIHH')
 PCM = 1
+STREAMED = 0x7FFF0000     # a data chunk size this large is a placeholder of a writer that did not know the length
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,10 @@ class Header:
 
 
 def wav_header(data, file_size):
-    """The Header of a plain PCM WAV file from its first bytes `data`, or None for anything else. Frames
-    are those present (as libsndfile counts them), not those the data chunk announces."""
+    """The Header of a plain PCM WAV file from its first bytes `data`, None for anything else, or a
+    (TRUNCATED, what and fix) pair for a file that holds fewer frames than its data chunk announces (a copy
+    cut short: libsndfile reads what is there without a word, and training would pair half the audio with
+    the whole transcript)."""
     if len(data) < RIFF.size or RIFF.unpack_from(data)[0::2] != (b'RIFF', b'WAVE'):
         return None
     position, fmt = RIFF.size, None
@@ -58,7 +62,12 @@ def wav_header(data, file_size):
             if fmt is None:
                 return None
             rate, channels, block_align = fmt
-            return Header(rate, channels, max(0, min(size, file_size - body)) // block_align)
+            present = max(0, min(size, file_size - body)) // block_align
+            if size // block_align > present and size < STREAMED:
+                return TRUNCATED, ('the file is cut short: its header announces {:.2f} s of audio, its {} bytes hold '
+                                   '{:.2f} s (copy it again from its source, or remove the row)'
+                                   .format(size // block_align / rate, file_size, present / rate))
+            return Header(rate, channels, present)
         position = body + size + (size & 1)
     return None
 

@@ -122,7 +122,7 @@ class AudioCheck:
 
     def __init__(self, cache, workers, progress):
         self.cache, self.workers, self.progress = cache, workers, progress
-        self.done, self.cached = 0, 0
+        self.done, self.cached, self.read = 0, 0, 0
         self.new = []       # (sources, keys, stamps [n, 4], headers [n, 3]) of files read
 
     def advance(self, n):
@@ -149,6 +149,7 @@ class AudioCheck:
             self.cached += int(hit.sum())
             self.advance(int(hit.sum()))
         misses = np.flatnonzero(~hit)
+        self.read += len(misses)
         read = _pooled(read_header, [paths[i] for i in misses], self.workers, self.advance)
         good = [n for n, (_, header) in enumerate(read) if isinstance(header, Header)]
         if good:
@@ -226,8 +227,7 @@ def _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir):
                   for i in np.flatnonzero(np.isin(share, list(problems)))]
     if cache and check.new:
         _update_cache(cache, check.new)
-    n_read = sum(len(entries[1]) for entries in check.new)
-    found, n_read, cached = zip(*_gather(dist, (found, n_read, check.cached)))
+    found, n_read, cached = zip(*_gather(dist, (found, check.read, check.cached)))
     found = sorted(p for rank_found in found for p in rank_found)
 
     messages, kinds = _messages(sets, found)
