@@ -55,7 +55,7 @@ def launcher_env(**extra):
 def losses(output):
     """[(set, epoch, loss)] as the run logged them, training and validation."""
     return [(name, int(epoch), float(loss)) for name, epoch, loss in
-            re.findall(r'Finished (.+?) epoch (\d+) - loss: ([\d.]+)', output)]
+            re.findall(r'Finished (.+?) epoch (\d+)(?: on \S+)? - loss: ([\d.]+)', output)]
 
 
 def training_flags(corpus, out_dir):
