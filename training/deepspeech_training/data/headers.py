@@ -73,8 +73,9 @@ def wav_header(data, file_size):
 
 
 def stamp(stat):
-    """What says a file is unchanged: size, modification and change times, inode."""
-    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
+    """What says a file is unchanged: size, modification and change times (a write or a rename changes the
+    change time). Not the inode: FUSE mounts (sshfs) number inodes anew on every mount."""
+    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 def read_header(path):
@@ -119,7 +120,7 @@ def path_key(path):
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), 'little')
 
 
-STAMP_FIELDS = ('size', 'mtime_ns', 'ctime_ns', 'inode')
+STAMP_FIELDS = ('size', 'mtime_ns', 'ctime_ns')
 HEADER_FIELDS = ('sample_rate', 'channels', 'frames')
 
 
@@ -128,7 +129,7 @@ class HeaderCache:
     stats its files instead of reading them. In `cache_dir` (--data_cache_dir), per CSV, one file per rank
     that read headers (`headers-<hash of the CSV's path>.<rank>.npz`: each rank writes what it read itself,
     nothing is gathered), and every rank looks up all of them. An entry counts only while the file's stamp
-    (size, mtime, ctime, inode) is unchanged, so a changed or replaced file is read again. A cache file that
+    (size, mtime, ctime) is unchanged, so a changed or replaced file is read again. A cache file that
     cannot be read is ignored with a warning (and rewritten)."""
 
     def __init__(self, cache_dir, sources, rank=0):
@@ -164,7 +165,7 @@ class HeaderCache:
             return None
 
     def lookup(self, keys, stamps):
-        """(hit, sample rates, channels, frames) of `keys` with `stamps` [n, 4]: hit False where unknown or changed."""
+        """(hit, sample rates, channels, frames) of `keys` with `stamps` [n, 3]: hit False where unknown or changed."""
         table, n = self.table, len(keys)
         if not len(table['keys']):
             return np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -175,7 +176,7 @@ class HeaderCache:
         return (hit,) + tuple(table[name][found] for name in HEADER_FIELDS)
 
     def save(self, source, keys, stamps, headers):
-        """Add to this rank's cache file of `source` its files' `keys` with their `stamps` [n, 4] and `headers`
+        """Add to this rank's cache file of `source` its files' `keys` with their `stamps` [n, 3] and `headers`
         [n, 3] (sample rate, channels, frames) just read."""
         table = {'keys': np.asarray(keys, np.uint64)}
         table.update((name, stamps[:, column]) for column, name in enumerate(STAMP_FIELDS))

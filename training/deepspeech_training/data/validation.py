@@ -42,7 +42,7 @@ PROGRESS_MIN_PATHS = 2000
 MAX_WORKERS = 16        # header reads are I/O-bound: more threads than cores help on network filesystems
 EXAMPLES = 5            # examples per summary of skipped samples
 UNKNOWN = -1            # in a header column: no header (a problem instead)
-NO_STAMP = (-1, -1, -1, -1)
+NO_STAMP = (-1, -1, -1)
 BLOCK = 1 << 16         # files whose headers are read at once (bounds what a million files hold in memory)
 
 
@@ -123,7 +123,7 @@ class AudioCheck:
     def __init__(self, cache, workers, progress):
         self.cache, self.workers, self.progress = cache, workers, progress
         self.done, self.cached, self.read = 0, 0, 0
-        self.new = []       # (sources, keys, stamps [n, 4], headers [n, 3]) of files read
+        self.new = []       # (sources, keys, stamps [n, 3], headers [n, 3]) of files read
 
     def advance(self, n):
         self.done += n
@@ -143,7 +143,7 @@ class AudioCheck:
     def _file_block(self, paths, keys, sources, headers):
         hit = np.zeros(len(paths), bool)
         if self.cache:
-            stamps = np.array(_pooled(_file_stamp, paths, self.workers), np.int64).reshape(-1, 4)
+            stamps = np.array(_pooled(_file_stamp, paths, self.workers), np.int64).reshape(-1, len(NO_STAMP))
             hit, *found = self.cache.lookup(keys, stamps)
             headers[hit] = np.stack(found, axis=1)[hit]
             self.cached += int(hit.sum())
