@@ -288,28 +288,30 @@ def bytes_read(calls, path):
 
 
 @pytest.mark.slow
-def test_each_of_two_ranks_reads_at_most_its_share_of_an_sdb_and_one_batch(tmp_path):
+@pytest.mark.parametrize('kind', ['sdb', 'tar'])
+def test_each_of_two_ranks_reads_at_most_its_share_of_an_sdb_or_shard_and_one_batch(tmp_path, kind):
     """The records are cut per rank before any audio is read: over a run of one epoch each rank reads its
-    half of the database plus at most one batch, and at start the same few bytes whatever the number of
-    samples: the index chunk, and the bytes that identify the database (the container index beside it
-    holds the entry lengths, transcripts and audio headers)."""
+    half of the database (or tar shard) plus at most one batch, and at start the same few bytes whatever
+    the number of samples: an .sdb's index chunk, and the bytes that identify the container (the
+    container index beside it holds the lengths, transcripts and audio headers)."""
     corpus = make_corpus(tmp_path / 'corpus', 16, 5)
-    database = tmp_path / 'train.sdb'
-    assert tool('--audio_type', 'wav', corpus / 'train.csv', database) == 0
+    container = tmp_path / 'train.{}'.format(kind)
+    assert tool('--audio_type', 'wav', corpus / 'train.csv', container) == 0
     trace_dir = tmp_path / 'traces'
     trace_dir.mkdir()
     batch = 2
-    run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', database, '--train_batch_size', batch,
+    run_horovod(2, *tiny_model_flags(tmp_path), '--train_files', container, '--train_batch_size', batch,
                 '--epochs', 1, wrapper=[TRACE], timeout=300,
                 env={'TRACE_DIR': str(trace_dir), 'TRACE_CALLS': 'read,pread64,readv,preadv,preadv2',
                      'TRACE_OPTIONS': '-y -s 0'})
-    with sdb.Database(str(database)) as opened:
-        largest = sorted((opened.entry(offset, audio_bytes=0).size for offset in opened.offsets), reverse=True)
+    index = container_index.read_index(str(container))
+    largest = sorted(index.lengths, reverse=True)
     fingerprint = 2 * container_index.EDGE_BYTES + container_index.PROBES * container_index.PROBE_BYTES
-    bound = database.stat().st_size / 2 + sum(largest[:batch]) + fingerprint + 8 * len(largest)
-    read = [bytes_read(traced_calls(trace_dir, rank), database) for rank in range(2)]
-    # each rank trains on 3 batches of 2 of the 12 samples of train.csv: more than a quarter of the file
-    assert all(database.stat().st_size / 4 < r <= bound for r in read), (read, bound)
+    bound = container.stat().st_size / 2 + sum(largest[:batch]) + fingerprint + 8 * len(largest)
+    read = [bytes_read(traced_calls(trace_dir, rank), container) for rank in range(2)]
+    # each rank trains on 3 batches of 2 of the 12 samples of train.csv: more than a quarter of the audio
+    audio = sum(index.lengths)
+    assert all(audio / 4 < r <= bound for r in read), (read, bound)
 
 
 class RecordingFile(byte_ranges.LocalFile):
