@@ -116,28 +116,51 @@ def best_record(checkpoints):
     return json.loads((checkpoints / 'best_dev_loss.json').read_text())
 
 
-def test_an_unreadable_best_dev_loss_is_evaluated_anew_and_a_worse_model_does_not_replace_best_dev(
-        checkpoints, tmp_path):
+def damage_best_dev_loss(checkpoints):
+    """Garble best_dev_loss.json and resume from train-3: one epoch reaches step 6, whose dev loss is worse
+    than best_dev-9's. Returns best_dev-9's recorded loss."""
     best_loss = best_record(checkpoints)['dev_loss']
     garble(checkpoints / 'best_dev_loss.json')
-    # Resume from train-3: one epoch reaches step 6, whose dev loss is worse than best_dev-9's.
     (checkpoints / 'checkpoint').write_text('model_checkpoint_path: "train-3"\nall_model_checkpoint_paths: "train-3"\n')
-    run = rerun(tmp_path)
-    assert 'W {} cannot be read'.format(checkpoints / 'best_dev_loss.json') in run.output
-    evaluated = float(re.search(r'Evaluated the saved best_dev on the dev set\(s\): loss (\S+)', run.output).group(1))
+    return best_loss
+
+
+def assert_best_dev_kept(output, checkpoints, best_loss):
+    """The run said the record was unreadable, evaluated best_dev-9 anew and kept it over its worse model."""
+    assert 'W {} cannot be read'.format(checkpoints / 'best_dev_loss.json') in output
+    evaluated = float(re.search(r'Evaluated the saved best_dev on the dev set\(s\): loss (\S+)', output).group(1))
     assert evaluated == pytest.approx(best_loss, rel=1e-5)
-    new_loss = float(re.search(r'Finished validating epoch 1 on \S+ - loss: (\S+)', run.output).group(1))
-    assert new_loss > best_loss and 'Saved new best validating model' not in run.output
+    new_loss = float(re.search(r'Finished validating epoch 1 on \S+ - loss: (\S+)', output).group(1))
+    assert new_loss > best_loss and 'Saved new best validating model' not in output
     assert best_record(checkpoints)['checkpoint'] == 'best_dev-9'     # and the record is readable again
     assert (checkpoints / 'best_dev_checkpoint').read_text().startswith('model_checkpoint_path: "best_dev-9"')
+
+
+def test_an_unreadable_best_dev_loss_is_evaluated_anew_and_a_worse_model_does_not_replace_best_dev(
+        checkpoints, tmp_path):
+    best_loss = damage_best_dev_loss(checkpoints)
+    assert_best_dev_kept(rerun(tmp_path).output, checkpoints, best_loss)
+
+
+def rerun_horovod(directory):
+    """The same command under `horovodrun -np 2`; its output, which never holds a traceback."""
+    run = run_horovod(2, *train_flags(directory), timeout=300)
+    assert 'Traceback' not in run.output, run.output[-5000:]
+    return run
 
 
 @pytest.mark.slow
 def test_horovod_ranks_start_from_the_same_older_checkpoint_when_the_newest_is_truncated(checkpoints, tmp_path):
     truncated_data(checkpoints, 'train-9')
-    run = run_horovod(2, *train_flags(tmp_path), timeout=300)
-    assert 'Traceback' not in run.output, run.output[-5000:]
+    run = rerun_horovod(tmp_path)
     assert re.search(r'cannot load checkpoint \S+/train-9: \S+/train-9.data-00000-of-00001 is damaged', run.output)
     assert loaded(run.output) == 'train-6' and start_step(run.output) == 6
     # Both ranks train from step 6 (checked each epoch) and end at the same step.
     assert 'ranks disagree' not in run.output and 'FINISHED optimization' in run.output
+
+
+@pytest.mark.slow
+def test_horovod_ranks_evaluate_an_unknown_best_dev_loss_together(checkpoints, tmp_path):
+    """Rank 0 lends best_dev's weights; every rank runs the same collectives (no hang, same decision)."""
+    best_loss = damage_best_dev_loss(checkpoints)
+    assert_best_dev_kept(rerun_horovod(tmp_path).output, checkpoints, best_loss)
