@@ -142,6 +142,14 @@ def test_an_unreadable_best_dev_loss_is_evaluated_anew_and_a_worse_model_does_no
     assert_best_dev_kept(rerun(tmp_path).output, checkpoints, best_loss)
 
 
+def test_a_best_dev_whose_files_are_gone_is_named_and_replaced_by_the_next_validation(checkpoints, tmp_path):
+    for leftover in checkpoints.glob('best_dev-9.*'):
+        leftover.unlink()
+    run = rerun(tmp_path)
+    assert 'best_dev-9, whose best_dev-9.index is missing: the next validation replaces it' in run.output
+    assert best_record(checkpoints)['checkpoint'] == 'best_dev-12'
+
+
 def rerun_horovod(directory):
     """The same command under `horovodrun -np 2`; its output, which never holds a traceback."""
     run = run_horovod(2, *train_flags(directory), timeout=300)

@@ -429,6 +429,10 @@ class Checkpointer:
             path = self._adopt_recorded_best(record) or path
         if path is None:
             return math.inf
+        if not tf.io.gfile.exists(path + '.index'):     # its loss would guard a checkpoint that is not there
+            log_warn('{} names {}, whose {}.index is missing: the next validation replaces it'.format(
+                os.path.join(self.save_dir, BEST_STATE), path, os.path.basename(path)))
+            return math.inf
         if record.get('checkpoint') != os.path.basename(path):
             log_warn('the dev loss of {} is not recorded: it will be evaluated on the dev set before the first '
                      'validation compares against it'.format(path))
