@@ -104,6 +104,14 @@ def test_with_no_intact_checkpoint_the_run_fails_with_the_fix_and_never_starts_a
     assert 'Initializing all variables' not in run.output and 'STARTING Optimization' not in run.output
 
 
+def test_testing_with_a_damaged_best_dev_uses_the_newest_train_checkpoint(checkpoints, tmp_path):
+    truncated_data(checkpoints, 'best_dev-9')
+    run = run_deepspeech(*tiny_model_flags(tmp_path), '--test_files', SMOKE_CSV)    # --load_evaluate auto
+    assert 'Traceback' not in run.output, run.output[-5000:]
+    assert re.search(r'W cannot load checkpoint \S+/best_dev-9: \S+/best_dev-9.data-00000-of-00001 is damaged', run.output)
+    assert loaded(run.output) == 'train-9' and 'Test on ' in run.output
+
+
 def test_an_unreadable_checkpoint_state_file_is_rebuilt_from_the_train_checkpoints_present(checkpoints, tmp_path):
     garble(checkpoints / 'checkpoint')
     run = rerun(tmp_path)
