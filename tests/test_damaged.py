@@ -158,6 +158,16 @@ def test_a_best_dev_whose_files_are_gone_is_named_and_replaced_by_the_next_valid
     assert best_record(checkpoints)['checkpoint'] == 'best_dev-12'
 
 
+def test_a_plateau_that_finds_best_dev_damaged_stops_with_the_fix(checkpoints, tmp_path):
+    """best_dev-9 (recorded loss intact) is truncated; from train-3 the next validation is worse: a plateau."""
+    truncated_data(checkpoints, 'best_dev-9')
+    (checkpoints / 'checkpoint').write_text('model_checkpoint_path: "train-3"\nall_model_checkpoint_paths: "train-3"\n')
+    run = run_deepspeech(*train_flags(tmp_path), '--reduce_lr_on_plateau', '--plateau_epochs', 1, check=False)
+    assert run.returncode == 1 and 'Traceback' not in run.output, run.output[-5000:]
+    assert re.search(r'E cannot reload best_dev \S+/best_dev-9 on a plateau: \S+/best_dev-9.data-00000-of-00001 is '
+                     r'damaged .* Put back a good copy of it', run.output)
+
+
 def rerun_horovod(directory):
     """The same command under `horovodrun -np 2`; its output, which never holds a traceback."""
     run = run_horovod(2, *train_flags(directory), timeout=300)

@@ -340,8 +340,16 @@ class Checkpointer:
 
     def reload_best(self, session):
         """Back to the best_dev weights and optimizer state; global_step goes on counting."""
-        if self.is_chief:
-            restore(session, self._newest(self.save_dir, 'best'), keep=('global_step',))
+        if not self.is_chief:
+            return
+        path = self._newest(self.save_dir, 'best')
+        try:
+            restore(session, path, keep=('global_step',))
+        except tf.errors.OpError as error:
+            raise CheckpointError('cannot reload best_dev {} on a plateau: {}. Put back a good copy of it, or remove '
+                                  'its files and {} (the next validation then saves a new best_dev), and rerun the '
+                                  'same command'.format(path, _damage(path) or _op_error_cause(error.message),
+                                                        BEST_LOSS_FILE)) from None
 
     def _save_or_stop(self, kind, step, save):
         """Run `save()`; when it fails (a full disk, a lost mount) remove its partial files and stop
