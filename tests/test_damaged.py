@@ -33,11 +33,15 @@ def checkpoints(trained, tmp_path):
     return tmp_path / 'checkpoints'
 
 
-def rerun(directory, check=True):
-    """The same command again (one more epoch); its output, which never holds a traceback."""
-    run = run_deepspeech(*train_flags(directory), check=check)
+def without_traceback(run):
+    """`run`, asserted to hold no traceback: every damage gives a line that names it, or a clear error."""
     assert 'Traceback' not in run.output, run.output[-5000:]
     return run
+
+
+def rerun(directory, *flags, check=True):
+    """The same command again (one more epoch, `flags` added)."""
+    return without_traceback(run_deepspeech(*train_flags(directory), *flags, check=check))
 
 
 def loaded(output):
@@ -106,9 +110,9 @@ def test_with_no_intact_checkpoint_the_run_fails_with_the_fix_and_never_starts_a
 
 def test_testing_with_a_damaged_best_dev_uses_the_newest_train_checkpoint(checkpoints, tmp_path):
     truncated_data(checkpoints, 'best_dev-9')
-    run = run_deepspeech(*tiny_model_flags(tmp_path), '--test_files', SMOKE_CSV)    # --load_evaluate auto
-    assert 'Traceback' not in run.output, run.output[-5000:]
-    assert re.search(r'W cannot load checkpoint \S+/best_dev-9: \S+/best_dev-9.data-00000-of-00001 is damaged', run.output)
+    run = without_traceback(run_deepspeech(*tiny_model_flags(tmp_path), '--test_files', SMOKE_CSV))  # evaluate auto
+    assert re.search(r'W cannot load checkpoint \S+/best_dev-9: \S+/best_dev-9.data-00000-of-00001 is damaged',
+                     run.output)
     assert loaded(run.output) == 'train-9' and 'Test on ' in run.output
 
 
@@ -120,6 +124,11 @@ def test_an_unreadable_checkpoint_state_file_is_rebuilt_from_the_train_checkpoin
     assert 'model_checkpoint_path: "train-12"' in (checkpoints / 'checkpoint').read_text()   # rewritten
 
 
+def resume_from_train_3(checkpoints):
+    """Make the state file name train-3 alone: one epoch from there reaches step 6, worse than best_dev-9."""
+    (checkpoints / 'checkpoint').write_text('model_checkpoint_path: "train-3"\nall_model_checkpoint_paths: "train-3"\n')
+
+
 def best_record(checkpoints):
     return json.loads((checkpoints / 'best_dev_loss.json').read_text())
 
@@ -129,7 +138,7 @@ def damage_best_dev_loss(checkpoints):
     than best_dev-9's. Returns best_dev-9's recorded loss."""
     best_loss = best_record(checkpoints)['dev_loss']
     garble(checkpoints / 'best_dev_loss.json')
-    (checkpoints / 'checkpoint').write_text('model_checkpoint_path: "train-3"\nall_model_checkpoint_paths: "train-3"\n')
+    resume_from_train_3(checkpoints)
     return best_loss
 
 
@@ -161,18 +170,16 @@ def test_a_best_dev_whose_files_are_gone_is_named_and_replaced_by_the_next_valid
 def test_a_plateau_that_finds_best_dev_damaged_stops_with_the_fix(checkpoints, tmp_path):
     """best_dev-9 (recorded loss intact) is truncated; from train-3 the next validation is worse: a plateau."""
     truncated_data(checkpoints, 'best_dev-9')
-    (checkpoints / 'checkpoint').write_text('model_checkpoint_path: "train-3"\nall_model_checkpoint_paths: "train-3"\n')
-    run = run_deepspeech(*train_flags(tmp_path), '--reduce_lr_on_plateau', '--plateau_epochs', 1, check=False)
-    assert run.returncode == 1 and 'Traceback' not in run.output, run.output[-5000:]
+    resume_from_train_3(checkpoints)
+    run = rerun(tmp_path, '--reduce_lr_on_plateau', '--plateau_epochs', 1, check=False)
+    assert run.returncode == 1, run.output[-5000:]
     assert re.search(r'E cannot reload best_dev \S+/best_dev-9 on a plateau: \S+/best_dev-9.data-00000-of-00001 is '
                      r'damaged .* Put back a good copy of it', run.output)
 
 
 def rerun_horovod(directory):
-    """The same command under `horovodrun -np 2`; its output, which never holds a traceback."""
-    run = run_horovod(2, *train_flags(directory), timeout=300)
-    assert 'Traceback' not in run.output, run.output[-5000:]
-    return run
+    """The same command under `horovodrun -np 2`."""
+    return without_traceback(run_horovod(2, *train_flags(directory), timeout=300))
 
 
 @pytest.mark.slow
