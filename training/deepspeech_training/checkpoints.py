@@ -7,7 +7,10 @@ kept beside the best_dev checkpoint (`best_dev_loss.json`, tied to its step) so 
 replaces a better best_dev with a worse one; it is written after the best_dev data files and before
 the state file, so a crash between the two leaves a record naming a complete, newer checkpoint, which
 the next run adopts. Only the chief reads or writes; other ranks receive the variables
-by broadcast, so they need no access to the checkpoint directory. Release checkpoints trained with
+by broadcast, so they need no access to the checkpoint directory. Files damaged from outside (a copy cut
+short): a checkpoint that cannot be read is named and skipped for the next intact one, never for fresh
+weights; an unreadable state file is rebuilt from the checkpoints present; an unknown best_dev loss is
+evaluated again (doc/TRAINING.rst, "Damaged files"). Release checkpoints trained with
 cuDNN (DeepSpeech 0.9, Coqui STT) lack the LSTM's Adam moments: `load_cudnn` starts those at zero.
 """
 import json
