@@ -97,6 +97,15 @@ def test_with_every_train_checkpoint_damaged_best_dev_loads(checkpoints, tmp_pat
     assert loaded(run.output) == 'best_dev-9' and start_step(run.output) == 9
 
 
+def test_the_train_checkpoints_of_an_earlier_run_are_fallbacks_too(checkpoints, tmp_path):
+    """The state file lists only the saves of the run that wrote it: here train-12 alone."""
+    rerun(tmp_path)
+    assert '"train-9"' not in (checkpoints / 'checkpoint').read_text()
+    truncated_data(checkpoints, 'train-12')
+    run = rerun(tmp_path)
+    assert loaded(run.output) == 'train-9' and start_step(run.output) == 9
+
+
 def test_with_no_intact_checkpoint_the_run_fails_with_the_fix_and_never_starts_afresh(checkpoints, tmp_path):
     for name in ('train-3', 'train-6', 'train-9', 'best_dev-9'):
         truncated_data(checkpoints, name)

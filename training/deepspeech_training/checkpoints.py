@@ -264,8 +264,11 @@ class Checkpointer:
         return self.dist.is_chief
 
     def _candidates(self, directory, method):
-        """The checkpoints of kind 'last' (train-*) or 'best' (best_dev-*) to try, newest first: those its
-        state file lists or, when that file cannot be read, those present (with a warning, once)."""
+        """The checkpoints of kind 'last' (train-*) or 'best' (best_dev-*) to try: the one its state file
+        names, then the older ones, newest first (the state lists only the saves of the run that wrote it,
+        so an earlier run's are found among the files present); when the state file cannot be read, those
+        present (with a warning, once). A newer file the state does not name (a crash before the state
+        was written) is not taken."""
         state_file, kind = (TRAIN_STATE, 'train') if method == 'last' else (BEST_STATE, 'best_dev')
         names = _read_state(directory, state_file)
         if names is None:
@@ -275,7 +278,13 @@ class Checkpointer:
                 log_warn('{} cannot be read (damaged?): using the {}-* checkpoints present instead, newest step '
                          'first; the next save rewrites it'.format(path, kind))
             return _present(directory, kind)
-        return [_located(directory, name) for name in names]
+        listed = [_located(directory, name) for name in names]
+        if not listed:
+            return []
+        names = {os.path.basename(path) for path in listed}
+        older = [path for path in _present(directory, kind)
+                 if os.path.basename(path) not in names and _step(path) < _step(listed[0])]
+        return listed[:1] + sorted(listed[1:] + older, key=_step, reverse=True)
 
     def _newest(self, directory, method):
         """The newest checkpoint of kind `method` in `directory`, or None."""
