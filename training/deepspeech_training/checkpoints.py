@@ -7,17 +7,23 @@ kept beside the best_dev checkpoint (`best_dev_loss.json`, tied to its step) so 
 replaces a better best_dev with a worse one; it is written after the best_dev data files and before
 the state file, so a crash between the two leaves a record naming a complete, newer checkpoint, which
 the next run adopts. Only the chief reads or writes; other ranks receive the variables
-by broadcast, so they need no access to the checkpoint directory. Release checkpoints trained with
+by broadcast, so they need no access to the checkpoint directory. Files damaged from outside (a copy cut
+short): a checkpoint that cannot be read is named and skipped for the next intact one, never for fresh
+weights; an unreadable state file is rebuilt from the checkpoints present; an unknown best_dev loss is
+evaluated again (doc/TRAINING.rst, "Damaged files"). Release checkpoints trained with
 cuDNN (DeepSpeech 0.9, Coqui STT) lack the LSTM's Adam moments: `load_cudnn` starts those at zero.
 """
 import json
 import math
 import os
 import shutil
+from contextlib import contextmanager
 
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
+from google.protobuf import text_format
 from tensorflow.python.lib.io import file_io   # the atomic write TensorFlow's own Saver uses for .meta
+from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 
 from .model import LAYER_NORM_SCOPE, LAYERS_FROM_OUTPUT, LSTM_SCOPE
 from .util.atomic import atomic_write
@@ -41,29 +47,66 @@ class CheckpointError(RuntimeError):
     pass
 
 
-def checkpoint_path(directory, method):
-    """Newest checkpoint prefix of kind 'last' (train-*) or 'best' (best_dev-*), or None."""
-    state = tf.train.get_checkpoint_state(directory, TRAIN_STATE if method == 'last' else BEST_STATE)
-    if state is None or not state.model_checkpoint_path:
-        return None
-    path = os.path.join(directory, state.model_checkpoint_path)     # a relative path is relative to directory
-    moved = os.path.join(directory, os.path.basename(path))
-    if not tf.io.gfile.exists(path + '.index') and tf.io.gfile.exists(moved + '.index'):
-        path = moved    # the absolute path of the machine it was trained on (a downloaded release checkpoint)
-    if not tf.io.gfile.exists(path + '.index'):
-        raise CheckpointError('{} names {}, which is missing or incomplete; remove that state file to '
-                              'fall back to an older checkpoint'.format(os.path.join(directory, BEST_STATE if
-                                                                                     method == 'best' else
-                                                                                     TRAIN_STATE), path))
-    return path
-
-
 def _step(path):
     """The global step in a checkpoint name (`best_dev-120` -> 120), -1 if none."""
     try:
         return int(os.path.basename(path).rsplit('-', 1)[1])
     except (AttributeError, IndexError, TypeError, ValueError):
         return -1
+
+
+def _read_state(directory, state_file):
+    """The names a state file lists, newest first; [] without one; None when it cannot be read
+    (tf.train.get_checkpoint_state would return None for garbage, as for no file: silence)."""
+    path = os.path.join(directory, state_file)
+    if not tf.io.gfile.exists(path):
+        return []
+    state = CheckpointState()
+    try:
+        text_format.Merge(file_io.read_file_to_string(path), state)
+    except (text_format.ParseError, UnicodeDecodeError, tf.errors.OpError):
+        return None
+    if not state.model_checkpoint_path:
+        return None
+    older = [name for name in reversed(state.all_model_checkpoint_paths) if name != state.model_checkpoint_path]
+    return [state.model_checkpoint_path] + older
+
+
+def _present(directory, kind):
+    """The checkpoints of `kind` ('train' or 'best_dev') whose .index is in `directory`, newest step first:
+    what an unreadable state file is rebuilt from."""
+    prefixes = [index[:-len('.index')] for index in tf.io.gfile.glob(os.path.join(directory, kind + '-*.index'))]
+    return sorted((p for p in prefixes if _step(p) >= 0), key=_step, reverse=True)
+
+
+def _located(directory, name):
+    """The prefix a state file's `name` stands for: relative to `directory`, or, for the absolute path
+    of the machine it was trained on (a downloaded release checkpoint), its namesake in `directory`."""
+    path = os.path.join(directory, name)
+    moved = os.path.join(directory, os.path.basename(path))
+    if not tf.io.gfile.exists(path + '.index') and tf.io.gfile.exists(moved + '.index'):
+        return moved
+    return path
+
+
+def _damage(path):
+    """Which file of checkpoint `path` is damaged and how, in one phrase, or None when every tensor
+    reads: TensorFlow's restore error names neither (`Read less bytes than requested`)."""
+    index = path + '.index'
+    if not tf.io.gfile.exists(index):
+        return '{} is missing'.format(index)
+    try:
+        reader = tf.train.load_checkpoint(path)
+    except (tf.errors.OpError, ValueError) as error:
+        return '{} cannot be read ({})'.format(index, _op_error_cause(str(error)))
+    try:
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, ValueError) as error:    # IndexError: a data file cut short
+        data = tf.io.gfile.glob(path + '.data-*')
+        what = '{} is damaged or incomplete'.format(' / '.join(data)) if data else 'its data file is missing'
+        return '{} ({})'.format(what, _op_error_cause(str(error)))
+    return None
 
 
 def check_writable(directory, what):
@@ -201,6 +244,7 @@ class Checkpointer:
         # Local variables hold Horovod's gradient accumulators; they are never saved.
         self.initializer = tf.group(tfv1.global_variables_initializer(), tfv1.local_variables_initializer())
         self.meta_graphs = {}   # saver -> (graph version, serialised MetaGraphDef)
+        self.unreadable_states = set()  # state files already warned about
 
     def _save(self, saver, session, prefix, step, **kwargs):
         """saver.save(), with the `.meta` file written from a MetaGraphDef serialised once per graph
@@ -219,27 +263,83 @@ class Checkpointer:
     def is_chief(self):
         return self.dist.is_chief
 
+    def _candidates(self, directory, method):
+        """The checkpoints of kind 'last' (train-*) or 'best' (best_dev-*) to try: the one its state file
+        names, then the older ones, newest first (the state lists only the saves of the run that wrote it,
+        so an earlier run's are found among the files present); when the state file cannot be read, those
+        present (with a warning, once). A newer file the state does not name (a crash before the state
+        was written) is not taken."""
+        state_file, kind = (TRAIN_STATE, 'train') if method == 'last' else (BEST_STATE, 'best_dev')
+        names = _read_state(directory, state_file)
+        if names is None:
+            path = os.path.join(directory, state_file)
+            if path not in self.unreadable_states:
+                self.unreadable_states.add(path)
+                log_warn('{} cannot be read (damaged?): using the {}-* checkpoints present instead, newest step '
+                         'first; the next save rewrites it'.format(path, kind))
+            return _present(directory, kind)
+        listed = [_located(directory, name) for name in names]
+        if not listed:
+            return []
+        names = {os.path.basename(path) for path in listed}
+        older = [path for path in _present(directory, kind)
+                 if os.path.basename(path) not in names and _step(path) < _step(listed[0])]
+        return listed[:1] + sorted(listed[1:] + older, key=_step, reverse=True)
+
+    def _newest(self, directory, method):
+        """The newest checkpoint of kind `method` in `directory`, or None."""
+        return next(iter(self._candidates(directory, method)), None)
+
     def _load_first(self, session, methods, drop_source_layers=0, load_cudnn=False, announce=True):
         """Load (or initialise) by the first of `methods` that applies, saying so in DeepSpeech 0.9's
-        words (LOAD_MESSAGES) unless not `announce`: users' scripts grep its log for them."""
+        words (LOAD_MESSAGES) unless not `announce`: users' scripts grep its log for them. A checkpoint
+        that cannot be read is named and skipped for the next one; fresh weights ('init') never take the
+        place of damaged checkpoints."""
         if not self.is_chief:
             session.run(self.initializer)
             return 'broadcast from rank 0'
+        skipped = []
         for method in methods:
             if method == 'init':
+                if skipped:
+                    break
                 log_info('Initializing all variables.')
                 session.run(self.initializer)
                 return 'init'
-            path = checkpoint_path(self.load_dir, method)
+            paths = self._candidates(self.load_dir, method)
             loading, missing = LOAD_MESSAGES[method]
-            if announce:
-                log_info('{} {}'.format(loading, path) if path else missing)
-            if path:
-                session.run(self.initializer)
-                restore(session, path, drop_source_layers, load_cudnn=load_cudnn)
-                return path
+            if announce and not paths:
+                log_info(missing)
+            for path in paths:
+                if announce or skipped:
+                    log_info('{} {}'.format(loading, path))
+                if self._restore_intact(session, path, drop_source_layers, load_cudnn):
+                    if skipped:
+                        log_warn('loaded {} instead of the damaged {}'.format(path, ', '.join(skipped)))
+                    return path
+                skipped.append(path)
+        if skipped:
+            raise CheckpointError('no intact checkpoint to load in {}: {} cannot be read. Put back a good copy of '
+                                  'one of them (or point --load_checkpoint_dir at a folder holding one), or give '
+                                  '--load_train init to train anew from fresh weights'
+                                  .format(self.load_dir, ', '.join(skipped)))
         raise CheckpointError('no {} checkpoint in {} (use --load_train init to start from scratch, or set '
                               '--load_checkpoint_dir)'.format(' or '.join(methods), self.load_dir))
+
+    def _restore_intact(self, session, path, drop_source_layers=0, load_cudnn=False):
+        """Restore `path` over freshly initialised variables (so nothing of an earlier, failed attempt
+        remains); False, after one line naming the damaged file, when it cannot be read."""
+        session.run(self.initializer)
+        try:
+            restore(session, path, drop_source_layers, load_cudnn=load_cudnn)
+            return True
+        except tf.errors.OpError as error:
+            damage = _damage(path)
+            if damage is None:      # the files read: something else failed, say what
+                raise CheckpointError('could not restore checkpoint {}: {}'.format(
+                    path, _op_error_cause(error.message))) from None
+            log_warn('cannot load checkpoint {}: {}; skipping it'.format(path, damage))
+            return False
 
     def load_for_training(self, session, method, drop_source_layers=0, load_cudnn=False):
         methods = {'auto': ['last', 'best', 'init']}.get(method, [method])
@@ -252,8 +352,16 @@ class Checkpointer:
 
     def reload_best(self, session):
         """Back to the best_dev weights and optimizer state; global_step goes on counting."""
-        if self.is_chief:
-            restore(session, checkpoint_path(self.save_dir, 'best'), keep=('global_step',))
+        if not self.is_chief:
+            return
+        path = self._newest(self.save_dir, 'best')
+        try:
+            restore(session, path, keep=('global_step',))
+        except tf.errors.OpError as error:
+            raise CheckpointError('cannot reload best_dev {} on a plateau: {}. Put back a good copy of it, or remove '
+                                  'its files and {} (the next validation then saves a new best_dev), and rerun the '
+                                  'same command'.format(path, _damage(path) or _op_error_cause(error.message),
+                                                        BEST_LOSS_FILE)) from None
 
     def _save_or_stop(self, kind, step, save):
         """Run `save()`; when it fails (a full disk, a lost mount) remove its partial files and stop
@@ -281,7 +389,7 @@ class Checkpointer:
         if not self.is_chief:
             return None
         os.makedirs(self.save_dir, exist_ok=True)
-        previous = checkpoint_path(self.save_dir, 'best')
+        previous = self._newest(self.save_dir, 'best')
         step = session.run(global_step)
         path = self._save_or_stop('best_dev', step, lambda: self._write_best(session, step, dev_loss))
         if previous and os.path.basename(previous) != os.path.basename(path):
@@ -292,11 +400,14 @@ class Checkpointer:
     def _write_best(self, session, step, dev_loss):
         # Data files, then the loss record, then the state file: each step is complete before the next.
         path = self._save(self.best_saver, session, os.path.join(self.save_dir, 'best_dev'), step, write_state=False)
-        record = os.path.join(self.save_dir, BEST_LOSS_FILE)
-        with atomic_write(record) as out:
-            json.dump({'checkpoint': os.path.basename(path), 'dev_loss': dev_loss}, out)
+        self._write_record(path, dev_loss)
         _point_best_state_at(self.save_dir, path)
         return path
+
+    def _write_record(self, path, dev_loss):
+        """Atomically record `dev_loss` as the loss of best_dev checkpoint `path`."""
+        with atomic_write(os.path.join(self.save_dir, BEST_LOSS_FILE)) as out:
+            json.dump({'checkpoint': os.path.basename(path), 'dev_loss': dev_loss}, out)
 
     def _adopt_recorded_best(self, record):
         """A crash between the loss record and the state file: the record names a complete best_dev
@@ -308,22 +419,73 @@ class Checkpointer:
         log_warn('{} did not name the last best_dev checkpoint {}; it does now'.format(BEST_STATE, path))
         return path
 
-    def _recorded_best(self):
+    def _read_record(self):
+        """best_dev_loss.json's {'checkpoint', 'dev_loss'}; {} without the file; None when it cannot be read."""
         try:
-            with open(os.path.join(self.save_dir, BEST_LOSS_FILE)) as record_file:
-                return json.load(record_file)
-        except (OSError, ValueError):
+            with open(os.path.join(self.save_dir, BEST_LOSS_FILE), 'rb') as record_file:
+                record = json.loads(record_file.read().decode('utf-8'))
+        except FileNotFoundError:
             return {}
+        except (OSError, ValueError):   # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            return None
+        well_formed = (isinstance(record, dict) and isinstance(record.get('checkpoint'), str)
+                       and isinstance(record.get('dev_loss'), (int, float)))
+        return record if well_formed else None
+
+    def _recorded_best(self):
+        return self._read_record() or {}
 
     def best_dev_loss(self):
-        """The dev loss of the saved best_dev checkpoint, or inf when there is none."""
-        record = self._recorded_best()
-        path = checkpoint_path(self.save_dir, 'best')
+        """The dev loss of the saved best_dev checkpoint, inf when there is none, None when it is not known
+        (best_dev_loss.json unreadable or naming another checkpoint): the trainer then evaluates it
+        before the first validation compares against it, so a worse model never replaces it."""
+        record = self._read_record()
+        if record is None:
+            log_warn('{} cannot be read (damaged?): the loss of best_dev is not known'.format(
+                os.path.join(self.save_dir, BEST_LOSS_FILE)))
+            record = {}
+        path = self._newest(self.save_dir, 'best')
         if record and (path is None or _step(record.get('checkpoint')) > _step(path)):
             path = self._adopt_recorded_best(record) or path
         if path is None:
             return math.inf
-        if record.get('checkpoint') != os.path.basename(path):
-            log_warn('the dev loss of {} is not recorded; the next validation will replace it'.format(path))
+        if not tf.io.gfile.exists(path + '.index'):     # its loss would guard a checkpoint that is not there
+            log_warn('{} names {}, whose {}.index is missing: the next validation replaces it'.format(
+                os.path.join(self.save_dir, BEST_STATE), path, os.path.basename(path)))
             return math.inf
+        if record.get('checkpoint') != os.path.basename(path):
+            log_warn('the dev loss of {} is not recorded: it will be evaluated on the dev set before the first '
+                     'validation compares against it'.format(path))
+            return None
         return float(record['dev_loss'])
+
+    @contextmanager
+    def best_dev_weights(self, session):
+        """On the chief, best_dev's variables for the time of the block (yields whether it could be
+        restored), then the variables as they were; elsewhere nothing (yields False). The caller
+        broadcasts. The values are kept in memory once: one more copy of the variables, one time."""
+        if not self.is_chief:
+            yield False
+            return
+        variables = tfv1.global_variables()
+        values = session.run(variables)
+        path = self._newest(self.save_dir, 'best')
+        try:
+            restore(session, path)
+            restored = True
+        except tf.errors.OpError:
+            log_warn('cannot load best_dev checkpoint {}: {}; the next validation replaces it'.format(
+                path, _damage(path) or 'restore failed'))
+            restored = False
+        try:
+            yield restored
+        finally:
+            session.run([v.initializer for v in variables],
+                        {v.initializer.inputs[1]: value for v, value in zip(variables, values)})
+
+    def record_best_loss(self, dev_loss):
+        """Record `dev_loss` (just evaluated) as the current best_dev's, so the next run knows it."""
+        if self.is_chief:
+            path = self._newest(self.save_dir, 'best')
+            self._write_record(path, dev_loss)
+            log_info('Recorded the dev loss {:.6f} of {} in {}'.format(dev_loss, path, BEST_LOSS_FILE))

@@ -422,13 +422,9 @@ class Trainer:
     def _validate(self, progress):
         """Validate, save best_dev, reduce the learning rate on a plateau; True when training should stop
         early. The dev loss is summed over all dev sets and ranks, so every rank decides the same."""
-        all_sets = LossTotals()
-        for source, validation in zip(self.dev_sources, self.validations):
-            loss_sum, count = self._set_loss(validation, progress.epoch)
-            log_info('Finished validating epoch {} on {} - loss: {:.6f}'.format(progress.epoch, source,
-                                                                              loss_sum / count))
-            all_sets.loss_sum, all_sets.count = all_sets.loss_sum + loss_sum, all_sets.count + count
-        dev_loss = all_sets.loss_sum / all_sets.count
+        if progress.tracker.best_loss is None:
+            progress.tracker.best_loss = self._best_dev_loss_now(progress.epoch)
+        dev_loss = self._dev_loss(progress.epoch)
         self.summaries.scalars('dev', self.session.run(self.global_step), loss=dev_loss)
         decision = progress.tracker.update(dev_loss)
         if decision.save_best:
@@ -442,6 +438,32 @@ class Trainer:
         if decision.plateau:
             self._reduce_learning_rate()
         return False
+
+    def _dev_loss(self, epoch, log_sets=True):
+        """The loss over all dev sets and ranks; each set's in DeepSpeech 0.9's line when `log_sets`."""
+        all_sets = LossTotals()
+        for source, validation in zip(self.dev_sources, self.validations):
+            loss_sum, count = self._set_loss(validation, epoch)
+            if log_sets:
+                log_info('Finished validating epoch {} on {} - loss: {:.6f}'.format(epoch, source, loss_sum / count))
+            all_sets.loss_sum, all_sets.count = all_sets.loss_sum + loss_sum, all_sets.count + count
+        return all_sets.loss_sum / all_sets.count
+
+    def _best_dev_loss_now(self, epoch):
+        """The dev loss of the saved best_dev, evaluated now because it is not known (best_dev_loss.json
+        unreadable): without it this validation would replace best_dev whatever its loss. Every rank
+        gets here (the unknown loss came from rank 0 with the progress) and runs the same collectives;
+        rank 0 lends best_dev's weights for the pass and says whether it could (inf if not)."""
+        with self.checkpointer.best_dev_weights(self.session) as lent:
+            self.session.run(self.broadcast)
+            loss = self._dev_loss(epoch, log_sets=False)
+            readable = self.dist.sum(self.session, [float(lent)])[0] > 0
+        self.session.run(self.broadcast)
+        if not readable:
+            return math.inf
+        log_info('Evaluated the saved best_dev on the dev set(s): loss {:.6f}'.format(loss))
+        self.checkpointer.record_best_loss(loss)
+        return loss
 
     def _set_loss(self, iterator, epoch):
         """(loss sum, sample count) of one pass over an evaluation set, summed over the ranks: every rank

@@ -1,0 +1,208 @@
+"""Checkpoint files damaged from outside (a copy cut short, a lost write): a real run's checkpoints are
+damaged here, then the same command runs again. Each case: one line naming the file and what is wrong,
+then a logged safe fallback (an older intact checkpoint, a state rebuilt from the files present, best_dev's
+loss evaluated anew) or a clear error with the fix; never a traceback, never fresh weights unasked, never a
+worse model in best_dev's place."""
+import json
+import re
+import shutil
+
+import pytest
+
+from conftest import SMOKE_CSV, run_deepspeech, run_horovod, start_step, tiny_model_flags
+
+EPOCHS = 3      # 3 steps an epoch on the smoke data: train-3, train-6, train-9 and best_dev-9
+
+
+def train_flags(directory, epochs=1):
+    return [*tiny_model_flags(directory), '--train_files', SMOKE_CSV, '--dev_files', SMOKE_CSV, '--epochs', epochs]
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    """A run's directory after EPOCHS epochs, each validated (the dev loss falls: best_dev-9 is the best)."""
+    directory = tmp_path_factory.mktemp('trained')
+    run_deepspeech(*train_flags(directory, EPOCHS))
+    return directory
+
+
+@pytest.fixture
+def checkpoints(trained, tmp_path):
+    """A copy of the trained run's checkpoints under tmp_path (tiny_model_flags(tmp_path) uses it)."""
+    shutil.copytree(str(trained / 'checkpoints'), str(tmp_path / 'checkpoints'))
+    return tmp_path / 'checkpoints'
+
+
+def without_traceback(run):
+    """`run`, asserted to hold no traceback: every damage gives a line that names it, or a clear error."""
+    assert 'Traceback' not in run.output, run.output[-5000:]
+    return run
+
+
+def rerun(directory, *flags, check=True):
+    """The same command again (one more epoch, `flags` added)."""
+    return without_traceback(run_deepspeech(*train_flags(directory), *flags, check=check))
+
+
+def loaded(output):
+    """The checkpoint the run loaded: the last one it announced loading."""
+    return re.findall(r'Loading (?:most recent|best validating) checkpoint from \S+/(\S+)', output)[-1]
+
+
+def truncate(path, size=100):
+    with open(str(path), 'r+b') as damaged:
+        damaged.truncate(size)
+
+
+def garble(path):
+    with open(str(path), 'wb') as damaged:
+        damaged.write(bytes(range(256)) * 2)
+
+
+def truncated_data(checkpoints, name):
+    truncate(checkpoints / (name + '.data-00000-of-00001'))
+    return name + '.data-00000-of-00001', 'damaged or incomplete'
+
+
+def garbled_index(checkpoints, name):
+    garble(checkpoints / (name + '.index'))
+    return name + '.index', 'cannot be read'
+
+
+def missing_index(checkpoints, name):
+    (checkpoints / (name + '.index')).unlink()
+    return name + '.index', 'is missing'
+
+
+def missing_data(checkpoints, name):
+    (checkpoints / (name + '.data-00000-of-00001')).unlink()
+    return name + '.data-00000-of-00001', 'data file is missing'
+
+
+@pytest.mark.parametrize('damage', [truncated_data, garbled_index, missing_index, missing_data])
+def test_a_damaged_newest_train_checkpoint_is_named_and_the_next_older_one_loads(checkpoints, tmp_path, damage):
+    damaged_file, what = damage(checkpoints, 'train-9')
+    run = rerun(tmp_path)
+    line = re.search(r'W cannot load checkpoint \S+/train-9: (.*); skipping it', run.output)
+    assert line and damaged_file in line.group(1) and what in line.group(1), run.output[-3000:]
+    assert 'loaded {} instead of the damaged {}'.format(checkpoints / 'train-6', checkpoints / 'train-9') in run.output
+    assert loaded(run.output) == 'train-6' and start_step(run.output) == 6
+
+
+def test_with_every_train_checkpoint_damaged_best_dev_loads(checkpoints, tmp_path):
+    for step in (3, 6, 9):
+        truncated_data(checkpoints, 'train-{}'.format(step))
+    run = rerun(tmp_path)
+    assert len(re.findall(r'W cannot load checkpoint \S+/train-\d: ', run.output)) == 3
+    assert loaded(run.output) == 'best_dev-9' and start_step(run.output) == 9
+
+
+def test_the_train_checkpoints_of_an_earlier_run_are_fallbacks_too(checkpoints, tmp_path):
+    """The state file lists only the saves of the run that wrote it: here train-12 alone."""
+    rerun(tmp_path)
+    assert '"train-9"' not in (checkpoints / 'checkpoint').read_text()
+    truncated_data(checkpoints, 'train-12')
+    run = rerun(tmp_path)
+    assert loaded(run.output) == 'train-9' and start_step(run.output) == 9
+
+
+def test_with_no_intact_checkpoint_the_run_fails_with_the_fix_and_never_starts_afresh(checkpoints, tmp_path):
+    for name in ('train-3', 'train-6', 'train-9', 'best_dev-9'):
+        truncated_data(checkpoints, name)
+    run = rerun(tmp_path, check=False)
+    assert run.returncode == 1
+    error = [line for line in run.output.splitlines() if line.startswith('E ')]
+    assert len(error) == 1 and 'no intact checkpoint to load in {}'.format(checkpoints) in error[0], run.output[-3000:]
+    assert '--load_train init' in error[0] and 'best_dev-9' in error[0]
+    assert 'Initializing all variables' not in run.output and 'STARTING Optimization' not in run.output
+
+
+def test_testing_with_a_damaged_best_dev_uses_the_newest_train_checkpoint(checkpoints, tmp_path):
+    truncated_data(checkpoints, 'best_dev-9')
+    run = without_traceback(run_deepspeech(*tiny_model_flags(tmp_path), '--test_files', SMOKE_CSV))  # evaluate auto
+    assert re.search(r'W cannot load checkpoint \S+/best_dev-9: \S+/best_dev-9.data-00000-of-00001 is damaged',
+                     run.output)
+    assert loaded(run.output) == 'train-9' and 'Test on ' in run.output
+
+
+def test_an_unreadable_checkpoint_state_file_is_rebuilt_from_the_train_checkpoints_present(checkpoints, tmp_path):
+    garble(checkpoints / 'checkpoint')
+    run = rerun(tmp_path)
+    assert 'W {} cannot be read'.format(checkpoints / 'checkpoint') in run.output
+    assert loaded(run.output) == 'train-9' and start_step(run.output) == 9     # not best_dev-9
+    assert 'model_checkpoint_path: "train-12"' in (checkpoints / 'checkpoint').read_text()   # rewritten
+
+
+def resume_from_train_3(checkpoints):
+    """Make the state file name train-3 alone: one epoch from there reaches step 6, worse than best_dev-9."""
+    (checkpoints / 'checkpoint').write_text('model_checkpoint_path: "train-3"\nall_model_checkpoint_paths: "train-3"\n')
+
+
+def best_record(checkpoints):
+    return json.loads((checkpoints / 'best_dev_loss.json').read_text())
+
+
+def damage_best_dev_loss(checkpoints):
+    """Garble best_dev_loss.json and resume from train-3: one epoch reaches step 6, whose dev loss is worse
+    than best_dev-9's. Returns best_dev-9's recorded loss."""
+    best_loss = best_record(checkpoints)['dev_loss']
+    garble(checkpoints / 'best_dev_loss.json')
+    resume_from_train_3(checkpoints)
+    return best_loss
+
+
+def assert_best_dev_kept(output, checkpoints, best_loss):
+    """The run said the record was unreadable, evaluated best_dev-9 anew and kept it over its worse model."""
+    assert 'W {} cannot be read'.format(checkpoints / 'best_dev_loss.json') in output
+    evaluated = float(re.search(r'Evaluated the saved best_dev on the dev set\(s\): loss (\S+)', output).group(1))
+    assert evaluated == pytest.approx(best_loss, rel=1e-5)
+    new_loss = float(re.search(r'Finished validating epoch 1 on \S+ - loss: (\S+)', output).group(1))
+    assert new_loss > best_loss and 'Saved new best validating model' not in output
+    assert best_record(checkpoints)['checkpoint'] == 'best_dev-9'     # and the record is readable again
+    assert (checkpoints / 'best_dev_checkpoint').read_text().startswith('model_checkpoint_path: "best_dev-9"')
+
+
+def test_an_unreadable_best_dev_loss_is_evaluated_anew_and_a_worse_model_does_not_replace_best_dev(
+        checkpoints, tmp_path):
+    best_loss = damage_best_dev_loss(checkpoints)
+    assert_best_dev_kept(rerun(tmp_path).output, checkpoints, best_loss)
+
+
+def test_a_best_dev_whose_files_are_gone_is_named_and_replaced_by_the_next_validation(checkpoints, tmp_path):
+    for leftover in checkpoints.glob('best_dev-9.*'):
+        leftover.unlink()
+    run = rerun(tmp_path)
+    assert 'best_dev-9, whose best_dev-9.index is missing: the next validation replaces it' in run.output
+    assert best_record(checkpoints)['checkpoint'] == 'best_dev-12'
+
+
+def test_a_plateau_that_finds_best_dev_damaged_stops_with_the_fix(checkpoints, tmp_path):
+    """best_dev-9 (recorded loss intact) is truncated; from train-3 the next validation is worse: a plateau."""
+    truncated_data(checkpoints, 'best_dev-9')
+    resume_from_train_3(checkpoints)
+    run = rerun(tmp_path, '--reduce_lr_on_plateau', '--plateau_epochs', 1, check=False)
+    assert run.returncode == 1, run.output[-5000:]
+    assert re.search(r'E cannot reload best_dev \S+/best_dev-9 on a plateau: \S+/best_dev-9.data-00000-of-00001 is '
+                     r'damaged .* Put back a good copy of it', run.output)
+
+
+def rerun_horovod(directory):
+    """The same command under `horovodrun -np 2`."""
+    return without_traceback(run_horovod(2, *train_flags(directory), timeout=300))
+
+
+@pytest.mark.slow
+def test_horovod_ranks_start_from_the_same_older_checkpoint_when_the_newest_is_truncated(checkpoints, tmp_path):
+    truncated_data(checkpoints, 'train-9')
+    run = rerun_horovod(tmp_path)
+    assert re.search(r'cannot load checkpoint \S+/train-9: \S+/train-9.data-00000-of-00001 is damaged', run.output)
+    assert loaded(run.output) == 'train-6' and start_step(run.output) == 6
+    # Both ranks train from step 6 (checked each epoch) and end at the same step.
+    assert 'ranks disagree' not in run.output and 'FINISHED optimization' in run.output
+
+
+@pytest.mark.slow
+def test_horovod_ranks_evaluate_an_unknown_best_dev_loss_together(checkpoints, tmp_path):
+    """Rank 0 lends best_dev's weights; every rank runs the same collectives (no hang, same decision)."""
+    best_loss = damage_best_dev_loss(checkpoints)
+    assert_best_dev_kept(rerun_horovod(tmp_path).output, checkpoints, best_loss)
