@@ -125,6 +125,7 @@ def _mounted(server, folder, mountpoint, rtt_ms):
     os.makedirs(mountpoint, exist_ok=True)
     subprocess.run(['sshfs', '-o', 'ssh_command=' + command, '{}:{}'.format(netns_hosts.HOSTS[SERVER], folder),
                     mountpoint], check=True, timeout=60)
+    _wait_until_served(mountpoint, folder)
     try:
         yield mountpoint
     finally:
@@ -135,6 +136,22 @@ def _mounted(server, folder, mountpoint, rtt_ms):
         with contextlib.suppress(OSError, ValueError):     # its relay ends with it (stdin closed)
             with open(command + '.pid') as pid_file:
                 os.kill(int(pid_file.read()), signal.SIGTERM)
+
+
+def _wait_until_served(mountpoint, folder, seconds=20):
+    """Return once the mount lists what `folder` holds: a storage benchmark's run found no file on a mount
+    sshfs had just reported made (once in a few full suites, 2026-12-06); wait for it instead of starting
+    a run on it."""
+    expected = set(os.listdir(folder))
+    deadline = time.time() + seconds
+    while True:
+        with contextlib.suppress(OSError):
+            if is_mounted(mountpoint) and expected <= set(os.listdir(mountpoint)):
+                return
+        if time.time() > deadline:
+            raise RuntimeError('{}: sshfs of {} mounted, but it does not list the folder\'s files after {} s'
+                               .format(mountpoint, folder, seconds))
+        time.sleep(0.1)
 
 
 def is_mounted(path):
