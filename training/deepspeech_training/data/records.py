@@ -260,10 +260,6 @@ class Records:
         inside = np.searchsorted(repeats, ends) - np.searchsorted(repeats, starts + 1)
         return ends - starts + np.maximum(inside, 0)
 
-    def labels(self, index):
-        """The labels of record `index` as an int32 array (what a batch feeds)."""
-        return self._labels(self.positions[index]).astype(np.int32)
-
     def _labels(self, position):
         c = self.columns
         return c.labels[c.label_starts(np.array([position]))[0]:c.label_ends[position]]
