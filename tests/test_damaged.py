@@ -1,15 +1,24 @@
-"""Checkpoint files damaged from outside (a copy cut short, a lost write): a real run's checkpoints are
-damaged here, then the same command runs again. Each case: one line naming the file and what is wrong,
+"""Files damaged from outside (a copy cut short, a lost write, flipped bytes), each row of doc/TRAINING.rst's
+table "Damaged files": a real run's checkpoints, audio files, feature cache, sample databases and tar shards
+are damaged here, then the same command runs again. Each case: one line naming the file and what is wrong,
 then a logged safe fallback (an older intact checkpoint, a state rebuilt from the files present, best_dev's
-loss evaluated anew) or a clear error with the fix; never a traceback, never fresh weights unasked, never a
-worse model in best_dev's place."""
+loss evaluated anew, features recomputed from the audio) or a clear error with the fix; never a traceback,
+never fresh weights unasked, never a worse model in best_dev's place, never damaged data fed to training."""
 import json
+import os
 import re
 import shutil
+import struct
+import sys
+import tarfile
 
 import pytest
+import soundfile
 
-from conftest import SMOKE_CSV, run_deepspeech, run_horovod, start_step, tiny_model_flags
+from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_deepspeech, run_horovod, start_step, tiny_model_flags
+
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
+from sdb_cases import layout, tool as sdb_tool  # noqa: E402
 
 EPOCHS = 3      # 3 steps an epoch on the smoke data: train-3, train-6, train-9 and best_dev-9
 
@@ -206,3 +215,154 @@ def test_horovod_ranks_evaluate_an_unknown_best_dev_loss_together(checkpoints, t
     """Rank 0 lends best_dev's weights; every rank runs the same collectives (no hang, same decision)."""
     best_loss = damage_best_dev_loss(checkpoints)
     assert_best_dev_kept(rerun_horovod(tmp_path).output, checkpoints, best_loss)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Damaged input data: audio files, the feature cache, tar shards and sample databases of a real run.
+
+SMOKE_ROWS = [('good_morning', 'good morning'), ('hello_world', 'hello world'), ('the_cat_sat', 'the cat sat')]
+
+
+def flac_csv(folder, listed_size=None):
+    """The smoke-test utterances as FLAC files (whose header cannot tell a file cut short) and their CSV,
+    each row's wav_filesize its file's size, or `listed_size`."""
+    folder.mkdir(exist_ok=True)
+    rows = ['wav_filename,wav_filesize,transcript']
+    for name, transcript in SMOKE_ROWS:
+        audio, rate = soundfile.read(os.path.join(SMOKE_DIR, name + '.wav'), dtype='int16')
+        soundfile.write(str(folder / (name + '.flac')), audio, rate, subtype='PCM_16')
+        size = (folder / (name + '.flac')).stat().st_size if listed_size is None else listed_size
+        rows.append('{}.flac,{},{}'.format(name, size, transcript))
+    (folder / 'flac.csv').write_text('\n'.join(rows) + '\n')
+    return folder / 'flac.csv'
+
+
+def train_once(directory, *flags, check=True):
+    """One epoch of the tiny model from `flags`' data, files under `directory`."""
+    return without_traceback(run_deepspeech(*tiny_model_flags(directory), '--epochs', 1, *flags, check=check))
+
+
+def cut_in_half(path):
+    truncate(path, path.stat().st_size // 2)
+
+
+def test_an_audio_file_smaller_than_its_wav_filesize_is_named_with_csv_line_sizes_and_fix(tmp_path):
+    csv_path = flac_csv(tmp_path / 'data')
+    flac = tmp_path / 'data' / 'hello_world.flac'
+    listed = flac.stat().st_size
+    cut_in_half(flac)
+    run = train_once(tmp_path, '--train_files', csv_path, check=False)
+    assert run.returncode == 1
+    problems = [line.strip() for line in run.output.splitlines() if line.startswith('  ')]
+    assert problems == ['{}: line 3: {}: the file has {} bytes, its wav_filesize says {}: a copy or download cut short '
+                        '(copy it again from its source; if the file is whole, the CSV is wrong: run the importer that '
+                        'wrote it again, or write {} as its wav_filesize)'.format(csv_path, flac, listed // 2, listed,
+                                                                                 listed // 2)], run.output[-3000:]
+    assert not (tmp_path / 'checkpoints').exists()
+
+
+def test_with_skip_invalid_samples_a_file_smaller_than_its_wav_filesize_is_left_out_and_counted(tmp_path):
+    csv_path = flac_csv(tmp_path / 'data')
+    cut_in_half(tmp_path / 'data' / 'hello_world.flac')
+    run = train_once(tmp_path, '--train_files', csv_path, '--skip_invalid_samples')
+    assert 'skipping 1 invalid sample(s): 1 audio file smaller than its wav_filesize' in run.output
+    assert '{}: line 3: {}: the file has'.format(csv_path, tmp_path / 'data' / 'hello_world.flac') in run.output
+    assert 'train set ({}): using 2 of 3 sample(s)'.format(csv_path) in run.output
+    assert 'Finished training epoch 0' in run.output
+
+
+def test_files_larger_than_their_wav_filesize_give_one_warning_and_train(tmp_path):
+    """Hand-written CSVs put 0 (or rough sizes): not damage, but batching by length needs the sizes."""
+    csv_path = flac_csv(tmp_path / 'data', listed_size=0)
+    run = train_once(tmp_path, '--train_files', csv_path)
+    warnings = [line for line in run.output.splitlines() if line.startswith('W ')]
+    assert warnings == ["W 3 sample(s) have an audio file larger than their CSV's wav_filesize, e.g. {}: line 2: {}: "
+                        "{} bytes, its wav_filesize says 0. Not an error, but samples are batched by wav_filesize "
+                        "(similar lengths together): run the importer that wrote the CSV again for the right sizes"
+                        .format(csv_path, tmp_path / 'data' / 'good_morning.flac',
+                                (tmp_path / 'data' / 'good_morning.flac').stat().st_size)], run.output[-3000:]
+    assert 'Finished training epoch 0' in run.output
+
+
+def epoch_loss(output):
+    return float(re.search(r'Finished training epoch \d+ - loss: (\S+),', output).group(1))
+
+
+def rerun_cached(directory):
+    """One more epoch of the run in `directory`, with its feature cache (`directory`/features)."""
+    return train_once(directory, '--train_files', SMOKE_CSV, '--feature_cache', directory / 'features')
+
+
+@pytest.fixture(scope='module')
+def cached(tmp_path_factory):
+    """A run's directory after one epoch with a feature cache of all three samples, and the loss of one more
+    epoch from there with the cache intact."""
+    directory = tmp_path_factory.mktemp('cached') / 'run'
+    rerun_cached(directory)
+    intact = directory.parent / 'intact'
+    shutil.copytree(str(directory), str(intact))
+    return directory, epoch_loss(rerun_cached(intact).output)
+
+
+@pytest.fixture
+def damaged_cache(cached, tmp_path):
+    """(a copy of the cached run to damage, the loss of its next epoch with the cache intact)."""
+    directory, loss = cached
+    shutil.copytree(str(directory), str(tmp_path / 'damaged'))
+    return tmp_path / 'damaged', loss
+
+
+def test_a_damaged_feature_cache_entry_is_recomputed_from_the_audio_and_never_fed_to_training(damaged_cache):
+    damaged, intact_loss = damaged_cache
+    offset, frames, _ = json.loads((damaged / 'features.json').read_text())['entries']['1']
+    with open(str(damaged / 'features'), 'r+b') as cache:     # the middle of sample 1's features: huge values
+        cache.seek(offset + frames * 26 * 2)
+        cache.write(b'\x7f\x7f\x7f\x7f' * 50)
+    run = rerun_cached(damaged)
+    warnings = [line for line in run.output.splitlines() if line.startswith('W ')]
+    assert warnings == ['W Feature cache {}: the features of {}: line 3: {} are damaged (their checksum does not '
+                        'match, at byte {}): recomputing them from the audio'.format(
+                            damaged / 'features', SMOKE_CSV, os.path.join(SMOKE_DIR, 'hello_world.wav'), offset)]
+    assert epoch_loss(run.output) == intact_loss
+    assert 'W ' not in rerun_cached(damaged).output       # stored again, intact
+
+
+def test_a_feature_cache_cut_short_recomputes_the_samples_past_its_end(damaged_cache):
+    damaged, intact_loss = damaged_cache
+    entries = json.loads((damaged / 'features.json').read_text())['entries']
+    truncate(damaged / 'features', entries['1'][0] + 100)     # sample 0 whole, 1 and 2 cut off
+    run = rerun_cached(damaged)
+    assert re.search(r'W Feature cache {} is shorter than its index says \({} bytes, the index needs \d+\): the '
+                     r'features of 2 sample\(s\) past its end are recomputed'.format(
+                         re.escape(str(damaged / 'features')), entries['1'][0] + 100), run.output)
+    assert epoch_loss(run.output) == intact_loss
+
+
+def test_an_sdb_whose_index_lists_a_sample_twice_is_named_and_stops_the_run(tmp_path):
+    """A damaged offset that points at another entry: one sample would be read twice, one lost."""
+    path = tmp_path / 'smoke.sdb'
+    assert sdb_tool('--audio_type', 'wav', SMOKE_CSV, path) == 0
+    data = bytearray(path.read_bytes())
+    _, index_start, offsets = layout(data)
+    struct.pack_into('>Q', data, index_start + 24, offsets[0])      # sample 1 at sample 0's entry
+    path.write_bytes(bytes(data))
+    run = train_once(tmp_path, '--train_files', path, check=False)
+    assert run.returncode == 1
+    assert '{}: at byte {}: sample 1 is at byte {}, but the entries before it end at byte {}: the index is corrupt ' \
+        '(write the file again, e.g. with bin/data_set_tool.py)'.format(path, index_start + 24, offsets[0],
+                                                                        offsets[1]) in run.output
+    assert 'W {}.index: not used, it belongs to another version of the container'.format(path) in run.output
+
+
+def test_a_tar_shard_cut_between_two_samples_is_named_and_stops_the_run(tmp_path):
+    """tarfile reads a shard cut at a member boundary as a shorter shard: the samples after the cut would
+    vanish without a word."""
+    path = tmp_path / 'smoke.tar'
+    assert sdb_tool(SMOKE_CSV, path) == 0
+    with tarfile.open(str(path)) as tar:
+        third = [member for member in tar if member.name.endswith('.wav')][2]
+    truncate(path, third.offset)
+    run = train_once(tmp_path, '--train_files', path, check=False)
+    assert run.returncode == 1
+    assert '{}: at byte {}: the file ends after 2 sample(s), where a tar header or the end of the archive must be ' \
+        '(truncated or damaged: copy or write it again)'.format(path, third.offset) in run.output

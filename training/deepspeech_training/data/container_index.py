@@ -22,7 +22,6 @@ import hashlib
 import io
 import os
 import time
-import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,7 +198,7 @@ def decode(data):
             transcript_ends=columns['transcript_ends'] if labeled else None,
             header_errors=dict(zip(columns['error_numbers'].tolist(), columns['error_messages'].tolist())),
             **{name: columns[name].astype(dtype, copy=False) for name, dtype in COLUMNS.items()})
-    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
+    except Exception as error:  # noqa: BLE001 -- whatever damaged bytes make zipfile or np.load raise
         raise IndexFileError('unreadable ({}: {})'.format(type(error).__name__, error)) from None
     _check_shape(index)
     return index
@@ -252,14 +251,19 @@ def build_index(path, identity, read_buffer=DEFAULT_READ_BUFFER):
 
 
 def _build_sdb(path, read_buffer):
-    """The columns of a sample database: its index read once, then its entries in ascending offsets."""
+    """The columns of a sample database: its index read once, then its entries in ascending offsets, which
+    must follow each other without gap or overlap from the sample chunk's start to its end (as every writer
+    lays them out: a damaged index could otherwise list one sample twice and lose another, silently)."""
     with sdb.Database(path) as database:
         scan = byte_ranges.Sequential(database.source, read_buffer)
         samples = Columns(database.audio_type, database.labeled)
         offsets = np.array(database.offsets, np.int64)
+        expected = database.first_entry
         for number in np.argsort(offsets, kind='stable').tolist():
             offset = database.offsets[number]
+            _check_entry_start(database, number, offset, expected)
             entry = database.entry(offset, audio_bytes=opus.HEADER.size, source=scan)
+            expected = offset + entry.size
             size = entry.audio_length
             if database.audio_type == sdb.OPUS:
                 try:
@@ -269,7 +273,19 @@ def _build_sdb(path, read_buffer):
             audio = byte_ranges.Window(scan, entry.audio_start, entry.audio_length)
             header = read_audio_header(database.audio_type, audio)
             samples.add(number, offset, entry.size, size, entry.transcript, header)
+        if expected != database.index_start:
+            raise sdb.SdbError(path, expected, 'bytes {} to {} of the sample chunk belong to no sample in the index: the '
+                                               'index is corrupt (write the file again, e.g. with bin/data_set_tool.py)'
+                               .format(expected, database.index_start))
         return samples.columns()
+
+
+def _check_entry_start(database, number, offset, expected):
+    """SdbError unless sample `number`'s entry starts at `expected`, where the entry before it ends."""
+    if offset != expected:
+        raise sdb.SdbError(database.path, database.offset_position(number),
+                           'sample {} is at byte {}, but the entries before it end at byte {}: the index is corrupt '
+                           '(write the file again, e.g. with bin/data_set_tool.py)'.format(number, offset, expected))
 
 
 def _build_tar(path, read_buffer):

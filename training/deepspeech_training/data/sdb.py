@@ -113,12 +113,16 @@ class Database:
                                                 .format(index_length, index_count, count))
         table = self._read(self.index_start + 2 * BIG.size, BIG.size * count, 'the index of {} sample(s)'.format(count))
         self.offsets = [offset for (offset,) in BIG.iter_unpack(table)]
-        first = self.samples_start + 2 * BIG.size
+        self.first_entry = self.samples_start + 2 * BIG.size
         for number, offset in enumerate(self.offsets):
-            if not first <= offset < self.index_start:
-                raise self._error(self.index_start + BIG.size * (2 + number),
+            if not self.first_entry <= offset < self.index_start:
+                raise self._error(self.offset_position(number),
                                   'sample {} is at byte {}, outside the sample chunk (bytes {} to {}): the file is '
-                                  'corrupt'.format(number, offset, first, self.index_start))
+                                  'corrupt'.format(number, offset, self.first_entry, self.index_start))
+
+    def offset_position(self, number):
+        """Where the index holds the offset of sample `number`."""
+        return self.index_start + BIG.size * (2 + number)
 
     @staticmethod
     def _column(schema, content, mime_types):

@@ -92,6 +92,7 @@ def scan(path, source, inspect=None):
                     audio[key] = (member.offset_data, member.size, inspect(window) if inspect else None)
                 else:
                     texts[key] = _transcript(tar, member, path)
+            _check_end(path, source, tar.offset, len(audio))
     except tarfile.TarError as error:
         raise ShardError('{}: not a readable tar file ({}); shards are uncompressed tar files'
                          .format(path, error)) from None
@@ -104,6 +105,17 @@ def scan(path, source, inspect=None):
         raise ShardError('{}: {}: {} ({} unpaired key(s)); each sample is <key>.wav (or .flac, .ogg, .opus) and '
                          '<key>.txt'.format(path, key, what, len(unpaired)))
     return [(key, offset, length, texts[key], inspected) for key, (offset, length, inspected) in audio.items()]
+
+
+def _check_end(path, source, offset, n_audio):
+    """ShardError unless the members end with tar's end-of-archive block (zeros) at `offset`: a shard cut
+    between two members, or damaged in a header, reads as a shorter shard (tarfile stops there silently)."""
+    block = source.pread(offset, tarfile.BLOCKSIZE)
+    if block != bytes(tarfile.BLOCKSIZE):
+        raise ShardError('{}: at byte {}: {} after {} sample(s), where a tar header or the end of the archive '
+                         'must be (truncated or damaged: copy or write it again)'.format(
+                             path, offset, 'the file ends' if len(block) < tarfile.BLOCKSIZE else 'unreadable bytes',
+                             n_audio))
 
 
 def _transcript(tar, member, path):

@@ -9,7 +9,10 @@ Everything per sample is numpy arrays (records.py): at a million samples the pas
 A sample is invalid when its audio file is missing or unreadable, empty (0 bytes, or a header without
 samples), not an audio file libsndfile can decode (corrupt, or e.g. a text file), at another rate than
 --audio_sample_rate while --normalize_sample_rate is off, not mono, or too short for its transcript
-under CTC (ctc_min_frames(labels) > the feature frames of its audio at the feature rate).
+under CTC (ctc_min_frames(labels) > the feature frames of its audio at the feature rate), or when its file
+is smaller than the CSV's wav_filesize says (a copy cut short: of a FLAC or other compressed file the
+header cannot tell). A file larger than its wav_filesize is no error (hand-written CSVs give 0 or rough
+sizes): one warning counts them, since samples are sorted into batches by wav_filesize.
 
 Under Horovod each rank reads the headers of its slice of the distinct audio (every size-th of their
 sorted 64-bit keys) and caches what it read itself, then the ranks allgather the problems they found, so
@@ -35,6 +38,7 @@ from .samples import DataError
 SAMPLE_RATE = 'wrong sample rate'
 CHANNELS = 'not mono'
 TOO_LONG = 'transcript too long for the audio'
+SMALLER = 'audio file smaller than its wav_filesize'
 
 CHUNK = 256             # paths per pool task (one task per path costs more than reading a header)
 POOL_MIN_PATHS = 256    # below this a pool does not pay for itself
@@ -43,6 +47,8 @@ MAX_WORKERS = 16        # header reads are I/O-bound: more threads than cores he
 EXAMPLES = 5            # examples per summary of skipped samples
 UNKNOWN = -1            # in a header column: no header (a problem instead)
 NO_STAMP = (-1, -1, -1)
+HEADER_ROWS = 4         # of a headers array: sample rates, channels, frames, file sizes
+FILE_SIZE = 3           # the row of file sizes (UNKNOWN for the audio of a container)
 BLOCK = 1 << 16         # files whose headers are read at once (bounds what a million files hold in memory)
 
 
@@ -53,11 +59,12 @@ def samples_at_rate(frames, file_rate, sample_rate):
     return int(math.ceil(frames * float(sample_rate) / file_rate))
 
 
-def check_headers(headers, label_lengths, min_frames, config):
+def check_headers(headers, listed_sizes, label_lengths, min_frames, config):
     """[(index, kind, what is wrong and how to fix it)] of the samples whose headers (rates, channels,
-    frames: arrays, UNKNOWN where the header was not read) do not fit their labels (`min_frames`:
-    ctc_min_frames of each); the other samples are fine."""
-    rates, channels, frames = headers
+    frames, file sizes: arrays, UNKNOWN where the header was not read or the audio is in a container) do
+    not fit their labels (`min_frames`: ctc_min_frames of each), or whose file is smaller than its CSV's
+    wav_filesize (`listed_sizes`); the other samples are fine."""
+    rates, channels, frames, file_sizes = headers
     sample_rate = config.sample_rate
     at_rate = np.where(rates == sample_rate, frames,
                        np.ceil(frames * float(sample_rate) / np.maximum(rates, 1)).astype(np.int64))
@@ -65,9 +72,25 @@ def check_headers(headers, label_lengths, min_frames, config):
                          1 + (at_rate - config.audio_window_samples) // config.audio_step_samples)
     wrong_rate = (rates != sample_rate) & (not config.normalize_sample_rate)
     bad = (frames != UNKNOWN) & ((frames == 0) | (channels != 1) | wrong_rate | (min_frames > available))
+    smaller = (file_sizes != UNKNOWN) & (file_sizes < listed_sizes) & ~bad
     return [(int(i),) + _problem(Header(int(rates[i]), int(channels[i]), int(frames[i])), int(label_lengths[i]),
                                  int(min_frames[i]), config)
-            for i in np.flatnonzero(bad)]
+            for i in np.flatnonzero(bad)] + \
+        [(int(i), SMALLER, _smaller_than_listed(int(file_sizes[i]), int(listed_sizes[i])))
+         for i in np.flatnonzero(smaller)]
+
+
+def _smaller_than_listed(file_size, listed_size):
+    return ('the file has {} bytes, its wav_filesize says {}: a copy or download cut short (copy it again from its '
+            'source; if the file is whole, the CSV is wrong: run the importer that wrote it again, or write {} as '
+            'its wav_filesize)'.format(file_size, listed_size, file_size))
+
+
+def larger_than_listed(headers, listed_sizes):
+    """Indices of the samples whose audio file is larger than their CSV's wav_filesize (no error: see the
+    module docstring)."""
+    file_sizes = headers[FILE_SIZE]
+    return np.flatnonzero((file_sizes != UNKNOWN) & (file_sizes > listed_sizes))
 
 
 def _problem(header, n_labels, needed, config):
@@ -131,9 +154,9 @@ class AudioCheck:
             self.progress.update(self.done)
 
     def files(self, paths, keys, sources):
-        """(headers [3, n]: sample rates, channels, frames, {index: problem}) of audio files, in blocks of
-        BLOCK files (a million files read at once would hold a million result tuples)."""
-        headers, problems = np.full((len(paths), 3), UNKNOWN, np.int64), {}
+        """(headers [4, n]: sample rates, channels, frames, file sizes, {index: problem}) of audio files, in
+        blocks of BLOCK files (a million files read at once would hold a million result tuples)."""
+        headers, problems = np.full((len(paths), HEADER_ROWS), UNKNOWN, np.int64), {}
         for start in range(0, len(paths), BLOCK):
             block = slice(start, start + BLOCK)
             block_problems = self._file_block(paths[block], keys[block], sources[block], headers[block])
@@ -145,7 +168,7 @@ class AudioCheck:
         if self.cache:
             stamps = np.array(_pooled(_file_stamp, paths, self.workers), np.int64).reshape(-1, len(NO_STAMP))
             hit, *found = self.cache.lookup(keys, stamps)
-            headers[hit] = np.stack(found, axis=1)[hit]
+            headers[hit] = np.stack(found + [stamps[:, 0]], axis=1)[hit]
             self.cached += int(hit.sum())
             self.advance(int(hit.sum()))
         misses = np.flatnonzero(~hit)
@@ -153,9 +176,10 @@ class AudioCheck:
         read = _pooled(read_header, [paths[i] for i in misses], self.workers, self.advance)
         good = [n for n, (_, header) in enumerate(read) if isinstance(header, Header)]
         if good:
-            headers[misses[good]] = [(read[n][1].sample_rate, read[n][1].channels, read[n][1].frames) for n in good]
-            self.new.append((sources[misses[good]], keys[misses[good]],
-                             np.array([read[n][0] for n in good], np.int64), headers[misses[good]]))
+            stamps = np.array([read[n][0] for n in good], np.int64)
+            headers[misses[good]] = [(read[n][1].sample_rate, read[n][1].channels, read[n][1].frames, stamp[0])
+                                     for n, stamp in zip(good, stamps)]
+            self.new.append((sources[misses[good]], keys[misses[good]], stamps, headers[misses[good], :FILE_SIZE]))
         return {int(misses[n]): header for n, (_, header) in enumerate(read) if not isinstance(header, Header)}
 
 
@@ -216,18 +240,23 @@ def _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir):
                                     check)
     if progress:
         progress.finish()
-    found = []
+    found, larger = [], []      # larger: (count, (set, index, file size) of the first) of files larger than listed
     for s, (_, records) in enumerate(sets):
         ours = np.flatnonzero(inverse[set_starts[s]:set_starts[s + 1]] % dist.size == dist.rank)
         share = inverse[set_starts[s] + ours] // dist.size      # each one's position in this rank's share
         checked = records.take(ours)
         found += [(s, int(ours[i]), kind, what) for i, kind, what in
-                  check_headers(headers[:, share], checked.label_lengths(), checked.ctc_min_frames(), config)]
+                  check_headers(headers[:, share], checked.column('sizes'), checked.label_lengths(),
+                                checked.ctc_min_frames(), config)]
         found += [(s, int(ours[i])) + tuple(problems[int(share[i])])
                   for i in np.flatnonzero(np.isin(share, list(problems)))]
+        larger_ones = larger_than_listed(headers[:, share], checked.column('sizes'))
+        if len(larger_ones):
+            first = larger_ones[0]
+            larger.append((len(larger_ones), (s, int(ours[first]), int(headers[FILE_SIZE, share[first]]))))
     if cache and check.new:
         _update_cache(cache, check.new)
-    found, n_read, cached = zip(*_gather(dist, (found, check.read, check.cached)))
+    found, n_read, cached, larger = zip(*_gather(dist, (found, check.read, check.cached, larger)))
     found = sorted(p for rank_found in found for p in rank_found)
 
     messages, kinds = _messages(sets, found)
@@ -236,11 +265,25 @@ def _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir):
         n_samples, len(distinct), time.time() - started, len(messages),
         '' if not cache else '; {} file header(s) read, {} known unchanged from the cache in {}'.format(
             sum(n_read), sum(cached), cache_dir)))
+    larger = [counted for rank_larger in larger for counted in rank_larger]
+    if larger and dist.is_chief:
+        _warn_larger(sets, larger)
     if not found:
         return [records for _, records in sets]
     if not skip_invalid:
         raise DataError(messages)
     return _without_invalid(sets, found, messages, kinds, dist)
+
+
+def _warn_larger(sets, larger):
+    """One warning for all the files larger than their CSV's wav_filesize (`larger`: (count, (set, index, file
+    size) of the first) per set and rank)."""
+    s, i, file_size = min(first for _, first in larger)
+    record = sets[s][1][i]
+    log_warn('{} sample(s) have an audio file larger than their CSV\'s wav_filesize, e.g. {}: {} bytes, its '
+             'wav_filesize says {}. Not an error, but samples are batched by wav_filesize (similar lengths '
+             'together): run the importer that wrote the CSV again for the right sizes'.format(
+                 sum(count for count, _ in larger), record.where, file_size, record.filesize))
 
 
 def _messages(sets, found):
@@ -256,9 +299,9 @@ def _messages(sets, found):
 
 
 def _read_share(sets, representatives, keys, set_starts, check):
-    """(headers [3, n], {index: problem}) of this rank's share of the distinct audio: `keys`, each read
+    """(headers [4, n], {index: problem}) of this rank's share of the distinct audio: `keys`, each read
     through its first sample (`representatives`: indices into the sets laid end to end)."""
-    headers, problems = np.full((3, len(keys)), UNKNOWN, np.int64), {}
+    headers, problems = np.full((HEADER_ROWS, len(keys)), UNKNOWN, np.int64), {}
     set_of = np.searchsorted(set_starts, representatives, side='right') - 1
     for s, (_, records) in enumerate(sets):
         chosen = np.flatnonzero(set_of == s)
@@ -277,14 +320,14 @@ def _read_share(sets, representatives, keys, set_starts, check):
 
 
 def _indexed_headers(records):
-    """(headers [3, n], {index: problem}) of samples in .sdb files and shards, as their container indexes
-    hold them (read with the records)."""
-    headers, problems = np.full((3, len(records)), UNKNOWN, np.int64), {}
+    """(headers [4, n], {index: problem}) of samples in .sdb files and shards, as their container indexes
+    hold them (read with the records; no file size: a CSV's wav_filesize is not theirs)."""
+    headers, problems = np.full((HEADER_ROWS, len(records)), UNKNOWN, np.int64), {}
     source_ids, numbers = records.column('source_ids'), records.column('rows')
     for source_id in np.unique(source_ids):
         rates, channels, frames, errors = records.columns.container_headers[source_id]
         ours = np.flatnonzero(source_ids == source_id)
-        headers[:, ours] = rates[numbers[ours]], channels[numbers[ours]], frames[numbers[ours]]
+        headers[:FILE_SIZE, ours] = rates[numbers[ours]], channels[numbers[ours]], frames[numbers[ours]]
         problems.update((int(i), (NOT_AUDIO, errors[int(numbers[i])])) for i in ours if int(numbers[i]) in errors)
     return headers, problems
 
