@@ -91,6 +91,49 @@ def test_bytes_left_by_a_crash_after_the_last_save_are_ignored(tmp_path, alphabe
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_damaged_entry_is_recomputed_from_its_audio_alone_with_a_warning(tmp_path, alphabet, capsys):
+    records = read_sources([SMOKE_CSV], alphabet)
+    path = str(tmp_path / 'cache')
+    cache = FeatureCache(path, records, 26, KEY, cache_for_epochs=0)
+    (plain, _), = epoch_features(records, cache, 1)
+    cache.close()
+    offset, frames, _ = cache.entries[1]
+    with open(path, 'r+b') as data:           # one flipped byte in the middle of sample 1's features
+        data.seek(offset + frames * 13 * 4)
+        byte = data.read(1)
+        data.seek(-1, os.SEEK_CUR)
+        data.write(bytes([byte[0] ^ 0x40]))
+    capsys.readouterr()
+    reopened = FeatureCache(path, records, 26, KEY, cache_for_epochs=0)
+    (again, read), = epoch_features(records, reopened, 1)
+    assert read == [records[1].audio_path]
+    for a, b in zip(plain, again):
+        np.testing.assert_array_equal(a, b)
+    assert 'W Feature cache {}: the features of {} are damaged (their checksum does not match, at byte {}): ' \
+        'recomputing them from the audio'.format(path, records[1].where, offset) in capsys.readouterr().err
+    reopened.close()
+    assert epoch_features(records, FeatureCache(path, records, 26, KEY, cache_for_epochs=0), 1)[0][1] == []
+
+
+def test_a_cache_of_an_older_format_is_recomputed_with_a_message(tmp_path, alphabet, capsys):
+    """Format 1 (before each entry's CRC): its entries cannot be checked, so they are not used."""
+    records = read_sources([SMOKE_CSV], alphabet)
+    path = str(tmp_path / 'cache')
+    cache = FeatureCache(path, records, 26, KEY, cache_for_epochs=0)
+    epoch_features(records, cache, 1)
+    cache.close()
+    index = json.loads(open(path + '.json').read())
+    del index['key']['format']
+    index['entries'] = {i: entry[:2] for i, entry in index['entries'].items()}
+    with open(path + '.json', 'w') as old:
+        json.dump(index, old)
+    capsys.readouterr()
+    (_, read), = epoch_features(records, FeatureCache(path, records, 26, KEY, cache_for_epochs=0), 1)
+    assert len(read) == len(records)
+    assert 'Feature cache {} was made for other cache format (an older version of this trainer): recomputing ' \
+        'it'.format(path) in capsys.readouterr().out
+
+
 @pytest.mark.slow    # a horovodrun (about a minute): not in the fast tier
 def test_cache_is_recomputed_when_csv_or_feature_flags_change_and_per_rank_under_horovod(tmp_path):
     corpus = make_corpus(tmp_path / 'corpus', 12, seed=5)

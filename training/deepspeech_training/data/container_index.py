@@ -37,6 +37,7 @@ DEFAULT_READ_BUFFER = 16 << 20     # the build pass's reads: few enough calls, l
 EDGE_BYTES = 64 << 10              # the fingerprint's first and last bytes (an .sdb's meta data and its index)
 PROBES, PROBE_BYTES = 14, 4 << 10  # and bytes in between, so a rewrite of the same size in the middle shows
 WAV_HEADER_BYTES = 44              # an Opus sample's size is that of its PCM as a WAV file, comparable to a CSV's
+CORRUPT_INDEX = 'the index is corrupt (write the file again, e.g. with bin/data_set_tool.py)'
 COLUMNS = {'offsets': np.int64, 'lengths': np.int64, 'sizes': np.int64, 'sample_rates': np.int32,
            'channels': np.int32, 'frames': np.int64}
 
@@ -274,9 +275,8 @@ def _build_sdb(path, read_buffer):
             header = read_audio_header(database.audio_type, audio)
             samples.add(number, offset, entry.size, size, entry.transcript, header)
         if expected != database.index_start:
-            raise sdb.SdbError(path, expected, 'bytes {} to {} of the sample chunk belong to no sample in the index: the '
-                                               'index is corrupt (write the file again, e.g. with bin/data_set_tool.py)'
-                               .format(expected, database.index_start))
+            raise sdb.SdbError(path, expected, 'bytes {} to {} of the sample chunk belong to no sample in the index: {}'
+                               .format(expected, database.index_start, CORRUPT_INDEX))
         return samples.columns()
 
 
@@ -284,8 +284,8 @@ def _check_entry_start(database, number, offset, expected):
     """SdbError unless sample `number`'s entry starts at `expected`, where the entry before it ends."""
     if offset != expected:
         raise sdb.SdbError(database.path, database.offset_position(number),
-                           'sample {} is at byte {}, but the entries before it end at byte {}: the index is corrupt '
-                           '(write the file again, e.g. with bin/data_set_tool.py)'.format(number, offset, expected))
+                           'sample {} is at byte {}, but the entries before it end at byte {}: {}'
+                           .format(number, offset, expected, CORRUPT_INDEX))
 
 
 def _build_tar(path, read_buffer):
