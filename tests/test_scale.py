@@ -224,6 +224,35 @@ def test_two_ranks_each_cache_the_headers_they_read_and_one_rank_then_reads_none
     assert '0 file header(s) read, 300 known unchanged' in capsys.readouterr().out
 
 
+def test_two_ranks_agree_on_files_smaller_or_larger_than_their_wav_filesize_also_from_the_cache(
+        tmp_path, alphabet, capsys):
+    """The sizes come from the stats the pass takes anyway (or the header cache's stamps): each rank compares
+    its share, the problems and the count of larger files are gathered, every rank stops the same way."""
+    source, cache = copy_corpus(tmp_path / 'corpus', 40), str(tmp_path / 'cache')
+    rows = open(source).read().splitlines()
+    name, size, text = rows[5].split(',')
+    rows[5] = '{},{},{}'.format(name, int(size) + 1, text)         # line 6: one byte more than the file holds
+    rows[10:20] = [row.replace(',{},'.format(size), ',0,') for row in rows[10:20]]     # lines 11-20: size 0
+    open(source, 'w').write('\n'.join(rows) + '\n')
+    records = read_sources([source], alphabet)
+
+    def check(dist):
+        return validate_sets([('train', records)], config(alphabet, cache), dist, workers=1, cache_dir=cache)
+
+    for _ in ('headers read', 'headers from the cache'):
+        errors = run_ranks(threaded_ranks(2), check)
+        assert all(isinstance(error, DataError) for error in errors), errors
+        assert errors[0].problems == errors[1].problems == [
+            '{}: line 6: {}: the file has {} bytes, its wav_filesize says {}: a copy or download cut short (copy it '
+            'again from its source; if the file is whole, the CSV is wrong: run the importer that wrote it again, '
+            'or write {} as its wav_filesize)'.format(source, tmp_path / 'corpus' / name, size, int(size) + 1, size)]
+        output = capsys.readouterr()
+        assert output.err.count("have an audio file larger than their CSV's wav_filesize") == 1     # the chief's
+        assert "W 10 sample(s) have an audio file larger than their CSV's wav_filesize, e.g. {}: line 11: ".format(
+            source) in output.err
+    assert '0 file header(s) read, 40 known unchanged from the cache' in output.out
+
+
 @pytest.mark.parametrize('subtype,channels,rate', [('PCM_16', 1, 16000), ('PCM_U8', 1, 8000), ('PCM_24', 2, 44100),
                                                    ('PCM_32', 1, 22050), ('FLOAT', 1, 16000)])
 def test_the_header_walk_finds_what_soundfile_finds(tmp_path, subtype, channels, rate):

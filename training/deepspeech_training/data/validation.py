@@ -60,10 +60,11 @@ def samples_at_rate(frames, file_rate, sample_rate):
 
 
 def check_headers(headers, listed_sizes, label_lengths, min_frames, config):
-    """[(index, kind, what is wrong and how to fix it)] of the samples whose headers (rates, channels,
-    frames, file sizes: arrays, UNKNOWN where the header was not read or the audio is in a container) do
-    not fit their labels (`min_frames`: ctc_min_frames of each), or whose file is smaller than its CSV's
-    wav_filesize (`listed_sizes`); the other samples are fine."""
+    """([(index, kind, what is wrong and how to fix it)], indices of larger files) of samples' headers (rates,
+    channels, frames, file sizes: arrays, UNKNOWN where the header was not read or the audio is in a
+    container): the problems of those that do not fit their labels (`min_frames`: ctc_min_frames of each)
+    or whose file is smaller than its CSV's wav_filesize (`listed_sizes`); of the other, fine samples those
+    whose file is larger (no error: see the module docstring)."""
     rates, channels, frames, file_sizes = headers
     sample_rate = config.sample_rate
     at_rate = np.where(rates == sample_rate, frames,
@@ -72,12 +73,13 @@ def check_headers(headers, listed_sizes, label_lengths, min_frames, config):
                          1 + (at_rate - config.audio_window_samples) // config.audio_step_samples)
     wrong_rate = (rates != sample_rate) & (not config.normalize_sample_rate)
     bad = (frames != UNKNOWN) & ((frames == 0) | (channels != 1) | wrong_rate | (min_frames > available))
-    smaller = (file_sizes != UNKNOWN) & (file_sizes < listed_sizes) & ~bad
-    return [(int(i),) + _problem(Header(int(rates[i]), int(channels[i]), int(frames[i])), int(label_lengths[i]),
-                                 int(min_frames[i]), config)
-            for i in np.flatnonzero(bad)] + \
-        [(int(i), SMALLER, _smaller_than_listed(int(file_sizes[i]), int(listed_sizes[i])))
-         for i in np.flatnonzero(smaller)]
+    known = (file_sizes != UNKNOWN) & ~bad
+    problems = [(int(i),) + _problem(Header(int(rates[i]), int(channels[i]), int(frames[i])), int(label_lengths[i]),
+                                     int(min_frames[i]), config)
+                for i in np.flatnonzero(bad)]
+    problems += [(int(i), SMALLER, _smaller_than_listed(int(file_sizes[i]), int(listed_sizes[i])))
+                 for i in np.flatnonzero(known & (file_sizes < listed_sizes))]
+    return problems, np.flatnonzero(known & (file_sizes > listed_sizes))
 
 
 def _smaller_than_listed(file_size, listed_size):
@@ -85,12 +87,6 @@ def _smaller_than_listed(file_size, listed_size):
             'source; if the file is whole, the CSV is wrong: run the importer that wrote it again, or write {} as '
             'its wav_filesize)'.format(file_size, listed_size, file_size))
 
-
-def larger_than_listed(headers, listed_sizes):
-    """Indices of the samples whose audio file is larger than their CSV's wav_filesize (no error: see the
-    module docstring)."""
-    file_sizes = headers[FILE_SIZE]
-    return np.flatnonzero((file_sizes != UNKNOWN) & (file_sizes > listed_sizes))
 
 
 def _problem(header, n_labels, needed, config):
@@ -245,12 +241,11 @@ def _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir):
         ours = np.flatnonzero(inverse[set_starts[s]:set_starts[s + 1]] % dist.size == dist.rank)
         share = inverse[set_starts[s] + ours] // dist.size      # each one's position in this rank's share
         checked = records.take(ours)
-        found += [(s, int(ours[i]), kind, what) for i, kind, what in
-                  check_headers(headers[:, share], checked.column('sizes'), checked.label_lengths(),
-                                checked.ctc_min_frames(), config)]
+        header_problems, larger_ones = check_headers(headers[:, share], checked.column('sizes'),
+                                                     checked.label_lengths(), checked.ctc_min_frames(), config)
+        found += [(s, int(ours[i]), kind, what) for i, kind, what in header_problems]
         found += [(s, int(ours[i])) + tuple(problems[int(share[i])])
                   for i in np.flatnonzero(np.isin(share, list(problems)))]
-        larger_ones = larger_than_listed(headers[:, share], checked.column('sizes'))
         if len(larger_ones):
             first = larger_ones[0]
             larger.append((len(larger_ones), (s, int(ours[first]), int(headers[FILE_SIZE, share[first]]))))
