@@ -10,6 +10,7 @@ from conftest import SMOKE_CSV, make_corpus, run_deepspeech, run_horovod, tiny_m
 from test_features import CONFIG
 from deepspeech_training.data.audio import read_audio
 from deepspeech_training.data.batching import train_batches
+from deepspeech_training.data import feature_cache
 from deepspeech_training.data.feature_cache import FeatureCache
 from deepspeech_training.data.feeding import create_dataset
 from deepspeech_training.data.samples import read_sources
@@ -132,6 +133,26 @@ def test_a_cache_of_an_older_format_is_recomputed_with_a_message(tmp_path, alpha
     assert len(read) == len(records)
     assert 'Feature cache {} was made for other cache format (an older version of this trainer): recomputing ' \
         'it'.format(path) in capsys.readouterr().out
+
+
+def test_beyond_the_first_damaged_entries_named_the_rest_are_counted_at_the_save(tmp_path, alphabet, capsys,
+                                                                                 monkeypatch):
+    monkeypatch.setattr(feature_cache, 'NAMED_DAMAGED', 1)
+    records = read_sources([SMOKE_CSV], alphabet)
+    path = str(tmp_path / 'cache')
+    cache = FeatureCache(path, records, 26, KEY, cache_for_epochs=0)
+    epoch_features(records, cache, 1)
+    cache.close()
+    with open(path, 'r+b') as data:
+        data.write(bytes(os.path.getsize(path)))          # every entry zeroed
+    capsys.readouterr()
+    (_, read), = epoch_features(records, FeatureCache(path, records, 26, KEY, cache_for_epochs=0), 1)
+    assert len(read) == len(records)
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) == 2 and warnings[0].endswith('recomputing them from the audio; further damaged entries are '
+                                                       'counted when the epoch ends')
+    assert warnings[1] == 'W Feature cache {}: 3 damaged entries recomputed from the audio since the last save'.format(
+        path)
 
 
 @pytest.mark.slow    # a horovodrun (about a minute): not in the fast tier

@@ -28,6 +28,7 @@ from ..util.atomic import atomic_write
 from ..util.logging import log_info, log_warn
 
 FORMAT = 2          # of the index: 2 added each entry's CRC-32 (a cache of format 1 is recomputed)
+ENTRY_FIELDS = ('offset', 'frames', 'crc32')      # of an index entry
 NAMED_DAMAGED = 5   # damaged entries named one by one between two saves; the others are counted
 
 
@@ -66,6 +67,8 @@ class FeatureCache:
             changed = [name for name in sorted(set(self.key) | set(stored_key))
                        if stored_key.get(name) != self.key.get(name)]
             entries = {} if changed else {int(i): tuple(int(n) for n in v) for i, v in index['entries'].items()}
+            if any(len(entry) != len(ENTRY_FIELDS) for entry in entries.values()):
+                raise ValueError('an entry is not ({})'.format(', '.join(ENTRY_FIELDS)))
             built_epoch = None if changed else index['built_epoch']
         except FileNotFoundError:
             return {}, None
