@@ -88,7 +88,6 @@ def _smaller_than_listed(file_size, listed_size):
             'its wav_filesize)'.format(file_size, listed_size, file_size))
 
 
-
 def _problem(header, n_labels, needed, config):
     """(kind, what is wrong and how to fix it) of one sample check_headers() found wrong."""
     sample_rate = config.sample_rate
