@@ -1,18 +1,30 @@
 #!/usr/bin/env python3
-"""Model quality of several configurations over several seeds, side by side in one run.
+"""Model quality of several configurations over several seeds, side by side in one run: greedy, beam and
+beam + scorer, on one process or N Horovod ranks, the best-dev checkpoint and the mean of the last K.
 
-    python bin/benchmark_quality.py --configs "float32=;amp=--automatic_mixed_precision" --seeds 3
+    python bin/benchmark_quality.py --configs "np1=;np2@2=--train_batch_size 8" --seeds 4 --scorer --average 5
 
 Generates (or reuses) a corpus with bin/make_speech_corpus.py (test sentences are never train
 sentences), then trains and tests every configuration once per seed with `DeepSpeech.py` (`--random_seed`
 is the seed), round robin so a change in the machine's load hits every configuration alike. A
-configuration is `label=flags`: the flags (space-separated, e.g. a `--flagfile`) go after --base_flags.
-Reports per configuration the test WER and CER (mean and spread over the seeds: one seed tells little,
-runs of one configuration differ by several points of WER), the last dev loss, training wall time and
-steps; prints the table, writes <out_dir>/quality.txt, quality.json (every run) and quality.png (WER
-against wall time, a point per seed). Default settings: a few minutes per run on 2 cores. With --resume,
-runs already in --out_dir with the same command are reused, so `--seeds 6 --resume` adds seeds 4-6 to a
-finished 3-seed benchmark. doc/QUALITY.rst has the recipes it measured.
+configuration is `label=flags` or `label@N=flags`: the flags (space-separated, e.g. a `--flagfile`) go after
+--base_flags; `@N` trains it on N ranks (`horovodrun -np N -H localhost:N ... --horovod`; without it, --np).
+Under Horovod the trainer multiplies --learning_rate by N (doc/HOROVOD.rst): divide it by N in the flags to
+keep the one-process rate.
+
+Each run's best-dev checkpoint is tested (on one process) with greedy decoding (beam width 1, in the training
+run itself), with beam search of --beam_width, and with --scorer also beam search plus a KenLM scorer of the
+training transcripts (built once per corpus with data/lm/generate_lm.py and bin/generate_scorer_package.py)
+at the alpha and beta lm_optimizer.py finds on dev in --lm_trials trials. With --average K the mean of the
+run's last K train checkpoints (bin/average_checkpoints.py) is tested the same ways (with the best-dev
+checkpoint's alpha and beta), a row of its own ("<label> avg K").
+
+Reports per configuration and decoding the test WER and CER (mean and spread over the seeds: one seed tells
+little, runs of one configuration differ by several points of WER), the last dev loss, the training wall
+time (training and the greedy test); prints the table, writes <out_dir>/quality.txt, quality.json (every run,
+with the wall time of its tests) and quality.png (greedy WER against wall time, a point per seed). With
+--resume, runs already in --out_dir with the same command and tests are reused, so `--seeds 6 --resume` adds
+seeds 5-6 to a finished 4-seed benchmark. doc/QUALITY.rst has the recipes it measured.
 """
 import argparse
 import json
@@ -24,91 +36,214 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASE_FLAGS = '--n_hidden 256 --train_batch_size 16 --dev_batch_size 16 --test_batch_size 16 --epochs 30 --beam_width 1'
+BIN = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BIN)
+from benchmark_training import ROOT, localhost_launch  # noqa: E402
+
+BASE_FLAGS = '--n_hidden 256 --train_batch_size 16 --dev_batch_size 16 --test_batch_size 16 --epochs 30'
+ALPHABET = os.path.join(ROOT, 'data', 'alphabet.txt')
 TEST_LINE = re.compile(r'Test on .* - WER: ([\d.]+), CER: ([\d.]+), loss: ([\d.]+)')
 DEV_LINE = re.compile(r'Finished validating epoch (\d+) on .* - loss: ([\d.]+)')
 STEP_LINE = re.compile(r'Finished training epoch (\d+) .* ([\d.]+) s/step')
+BEST_LM_WEIGHTS = re.compile(r'Best params: lm_alpha=([-\d.e]+) and lm_beta=([-\d.e]+)')
+DECODINGS = ('greedy', 'beam', 'scorer')
+# DeepSpeech's train.txt-sized defaults shrunk for a generated corpus: every word, trigrams, a small sort
+# buffer, and Kneser-Ney's fallback discounts (a generated text has few words seen exactly once).
+LM_FLAGS = ['--top_k', '500000', '--arpa_order', '3', '--max_arpa_memory', '64M', '--arpa_prune', '0',
+            '--discount_fallback']
 
 
-def parse_configs(text):
-    """'a=--x 1;b=' -> [('a', ['--x', '1']), ('b', [])]"""
+def parse_configs(text, ranks=1):
+    """'a=--x 1;b@2=' -> [('a', 1, ['--x', '1']), ('b', 2, [])]: label, ranks (`ranks` unless @N), flags."""
     configs = []
     for item in filter(None, (part.strip() for part in text.split(';'))):
-        label, _, flags = item.partition('=')
-        configs.append((label.strip(), shlex.split(flags)))
+        name, _, flags = item.partition('=')
+        label, _, count = name.partition('@')
+        configs.append((label.strip(), int(count) if count.strip() else ranks, shlex.split(flags)))
+    labels = [label for label, _, _ in configs]
+    if len(set(labels)) != len(labels):
+        raise SystemExit('configuration labels must differ: {}'.format(', '.join(labels)))
     return configs
 
 
 def make_corpus(corpus_dir, utterances):
     if not os.path.exists(os.path.join(corpus_dir, 'test.csv')):
-        subprocess.run([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', corpus_dir,
+        subprocess.run([sys.executable, os.path.join(BIN, 'make_speech_corpus.py'), '--out_dir', corpus_dir,
                         '--count', str(utterances)], check=True, stdout=subprocess.DEVNULL)
     return {name: os.path.join(corpus_dir, name + '.csv') for name in ('train', 'dev', 'test')}
 
 
-def run_once(label, flags, seed, csvs, args):
+def make_scorer(corpus_dir):
+    """<corpus_dir>/lm/kenlm.scorer from the corpus's training transcripts, made once per corpus (the
+    package is written last: a scorer that is there is complete)."""
+    lm_dir = os.path.join(corpus_dir, 'lm')
+    scorer = os.path.join(lm_dir, 'kenlm.scorer')
+    if not os.path.exists(scorer):
+        os.makedirs(lm_dir, exist_ok=True)
+        for name, command in (('generate_lm', [os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt',
+                                               os.path.join(corpus_dir, 'train_sentences.txt'), '--output_dir',
+                                               lm_dir] + LM_FLAGS),
+                              ('generate_scorer_package', [os.path.join(BIN, 'generate_scorer_package.py'),
+                                                           '--alphabet', ALPHABET, '--lm',
+                                                           os.path.join(lm_dir, 'lm.binary'), '--vocab',
+                                                           os.path.join(lm_dir, 'vocab-500000.txt'), '--package',
+                                                           scorer])):
+            log = os.path.join(lm_dir, name + '.txt')
+            if run_logged([sys.executable] + command, log)[0] != 0:
+                raise SystemExit('making the scorer failed: see {}'.format(log))
+    return scorer
+
+
+def run_logged(command, log_path):
+    """Run `command`, its output into `log_path`; (exit code, output, seconds)."""
+    started = time.time()
+    process = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    with open(log_path, 'w') as out:
+        out.write(process.stdout)
+    return process.returncode, process.stdout, time.time() - started
+
+
+def measured(output):
+    """{'wer', 'cer'} of a test run's output (None each when it printed none)."""
+    test = TEST_LINE.search(output)
+    return dict(wer=float(test.group(1)) if test else None, cer=float(test.group(2)) if test else None)
+
+
+class Tester:
+    """Tests checkpoints of one run with each decoding, each test a `DeepSpeech.py --test_files` process on
+    the run's model flags; its outputs go to the run's folder."""
+
+    def __init__(self, run_dir, model_flags, csvs, seed, args):
+        self.run_dir, self.model_flags, self.csvs, self.seed, self.args = run_dir, model_flags, csvs, seed, args
+
+    def _flags(self, checkpoint_dir):
+        return ['--checkpoint_dir', checkpoint_dir, '--load_evaluate', 'best', '--noshow_progressbar',
+                '--alphabet_config_path', ALPHABET] + self.model_flags
+
+    def test(self, checkpoint_dir, name, *decoding):
+        command = ([sys.executable, os.path.join(ROOT, 'DeepSpeech.py'), '--test_files', self.csvs['test']]
+                   + self._flags(checkpoint_dir) + list(decoding))
+        return measured(run_logged(command, os.path.join(self.run_dir, name + '.txt'))[1])
+
+    def lm_weights(self, checkpoint_dir):
+        """(alpha, beta) lm_optimizer.py finds on dev for the checkpoint, None if it failed."""
+        command = ([sys.executable, os.path.join(ROOT, 'lm_optimizer.py'), '--test_files', self.csvs['dev']]
+                   + self._flags(checkpoint_dir) + ['--scorer_path', self.args.scorer_path, '--beam_width',
+                                                    str(self.args.beam_width), '--n_trials', str(self.args.lm_trials),
+                                                    '--random_seed', str(self.seed)])
+        found = BEST_LM_WEIGHTS.search(run_logged(command, os.path.join(self.run_dir, 'lm_optimizer.txt'))[1])
+        return (float(found.group(1)), float(found.group(2))) if found else None
+
+    def decodings(self, checkpoint_dir, name, greedy=None, lm_weights=None):
+        """{decoding: {'wer', 'cer'}} of the checkpoint (`greedy`'s measures if known already), and the
+        scorer's (alpha, beta): `lm_weights`, or optimised on dev when None."""
+        beam = ['--beam_width', str(self.args.beam_width)]
+        results = dict(greedy=greedy or self.test(checkpoint_dir, name + '-greedy', '--beam_width', '1'),
+                       beam=self.test(checkpoint_dir, name + '-beam', *beam))
+        if self.args.scorer_path:
+            lm_weights = lm_weights or self.lm_weights(checkpoint_dir)
+            if lm_weights:
+                results['scorer'] = self.test(checkpoint_dir, name + '-scorer', *beam, '--scorer_path',
+                                              self.args.scorer_path, '--lm_alpha', str(lm_weights[0]),
+                                              '--lm_beta', str(lm_weights[1]))
+        return results, lm_weights
+
+
+def averaged(checkpoint_dir, run_dir, count):
+    """The folder of the mean of the run's last `count` train checkpoints, None if it could not be made."""
+    out_dir = os.path.join(run_dir, 'averaged')
+    command = [sys.executable, os.path.join(BIN, 'average_checkpoints.py'), '--checkpoint_dir', checkpoint_dir,
+               '--last', str(count), '--out_dir', out_dir]
+    return out_dir if run_logged(command, os.path.join(run_dir, 'average.txt'))[0] == 0 else None
+
+
+def run_once(label, ranks, flags, seed, csvs, args):
     """Train and test one configuration with one seed; its measures (kept in the run's result.json, which a
     later run with --resume reuses, so more seeds can be added to a finished benchmark)."""
     run_dir = os.path.join(args.out_dir, 'runs', '{}-seed{}'.format(label, seed))
     result_path = os.path.join(run_dir, 'result.json')
-    command = ([sys.executable, os.path.join(ROOT, 'DeepSpeech.py'), '--train_files', csvs['train'],
-                '--dev_files', csvs['dev'], '--test_files', csvs['test'], '--random_seed', str(seed),
-                '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'), '--summary_dir',
-                os.path.join(run_dir, 'summaries'), '--noshow_progressbar', '--load_train', 'init']
-               + shlex.split(args.base_flags) + flags)
-    run_flags = command[2:]     # the run's identity for --resume: not the interpreter or the checkout's path
+    checkpoint_dir = os.path.join(run_dir, 'checkpoints')
+    model_flags = shlex.split(args.base_flags) + flags
+    keep = ['--max_to_keep', str(args.average)] if args.average > 5 else []    # DeepSpeech keeps 5
+    train_flags = (['--train_files', csvs['train'], '--dev_files', csvs['dev'], '--test_files', csvs['test'],
+                    '--random_seed', str(seed), '--checkpoint_dir', checkpoint_dir, '--summary_dir',
+                    os.path.join(run_dir, 'summaries'), '--noshow_progressbar', '--load_train', 'init']
+                   + keep + model_flags + ['--beam_width', '1'])
+    # the run's identity for --resume: not the interpreter or the checkout's path
+    identity = dict(np=ranks, train=train_flags, beam_width=args.beam_width, average=args.average,
+                    lm_trials=args.lm_trials if args.scorer_path else None)
     if args.resume and os.path.exists(result_path):
         with open(result_path) as previous:
             result = json.load(previous)
-        if result.get('command') == run_flags:
+        if result.get('identity') == identity:
             return dict(result, label=label, reused=True)
-    started = time.time()
-    process = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-    seconds = time.time() - started
     os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, 'output.txt'), 'w') as out:
-        out.write(process.stdout)
-    test = TEST_LINE.search(process.stdout)
-    dev = [(int(e), float(loss)) for e, loss in DEV_LINE.findall(process.stdout)]
-    result = dict(label=label, seed=seed, exit_code=process.returncode, wall_s=seconds,
-                  wer=float(test.group(1)) if test else None, cer=float(test.group(2)) if test else None,
-                  dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(process.stdout)),
-                  load_average=os.getloadavg()[0], command=run_flags)
-    if process.returncode == 0:
+    command = [sys.executable, os.path.join(ROOT, 'DeepSpeech.py')] + train_flags
+    if ranks > 1:
+        command = localhost_launch(ranks, command[:2] + ['--horovod'] + command[2:])
+    exit_code, output, seconds = run_logged(command, os.path.join(run_dir, 'output.txt'))
+    dev = [(int(e), float(loss)) for e, loss in DEV_LINE.findall(output)]
+    result = dict(label=label, np=ranks, seed=seed, exit_code=exit_code, wall_s=seconds,
+                  dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(output)),
+                  load_average=os.getloadavg()[0], identity=identity, single=dict(greedy=measured(output)))
+    if exit_code == 0:
+        started = time.time()
+        tester = Tester(run_dir, model_flags, csvs, seed, args)
+        result['single'], result['lm_weights'] = tester.decodings(checkpoint_dir, 'test', result['single']['greedy'])
+        if args.average:
+            mean_dir = averaged(checkpoint_dir, run_dir, args.average)
+            result['averaged'] = tester.decodings(mean_dir, 'averaged', lm_weights=result['lm_weights'])[0] \
+                if mean_dir else {}
+        result['test_s'] = time.time() - started
         with open(result_path, 'w') as out:
             json.dump(result, out)
     return result
 
 
-def summary(label, runs):
-    def spread(key):
-        values = [r[key] for r in runs if r[key] is not None]
+def summary(label, ranks, runs, checkpoint, average):
+    """Mean and sd over `runs` of each decoding's WER and CER of `checkpoint` ('single': best dev, or
+    'averaged': the mean of the last `average`)."""
+    def spread(values):
+        values = [v for v in values if v is not None]
         if not values:
             return None, None
         return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-    wer, wer_sd = spread('wer')
-    cer, cer_sd = spread('cer')
-    wall, _ = spread('wall_s')
+    measures = {}
+    for decoding in DECODINGS:
+        for metric in ('wer', 'cer'):
+            values = [r.get(checkpoint, {}).get(decoding, {}).get(metric) for r in runs]
+            measures[decoding + '_' + metric], measures[decoding + '_' + metric + '_sd'] = spread(values)
     last_dev = [r['dev_losses'][-1] for r in runs if r['dev_losses']]
-    return dict(label=label, runs=len(runs), failed=sum(r['exit_code'] != 0 for r in runs), wer=wer, wer_sd=wer_sd,
-                cer=cer, cer_sd=cer_sd, wall_s=wall, last_dev_loss=statistics.mean(last_dev) if last_dev else None,
-                wers=[r['wer'] for r in runs])
+    wers = [r.get(checkpoint, {}).get('greedy', {}).get('wer') for r in runs]
+    return dict(measures, label=label if checkpoint == 'single' else '{} avg{}'.format(label, average), np=ranks,
+                checkpoint=checkpoint, runs=len(runs), failed=wers.count(None),
+                wall_s=spread([r['wall_s'] for r in runs])[0] if checkpoint == 'single' else None,
+                last_dev_loss=statistics.mean(last_dev) if last_dev and checkpoint == 'single' else None,
+                wers=wers)
 
 
 def fmt(value, spec):
     return '-' if value is None else spec.format(value)
 
 
+def wers(measures):
+    """'greedy 0.712, beam 0.650' of a checkpoint's {decoding: {'wer', 'cer'}}."""
+    return ', '.join('{} {}'.format(d, fmt(m['wer'], '{:.3f}')) for d, m in measures.items()) or '-'
+
+
 def table(summaries):
-    header = '{:<24} {:>5} {:>16} {:>16} {:>10} {:>10}  {}'.format('configuration', 'runs', 'test WER (sd)',
-                                                                  'test CER (sd)', 'dev loss', 'wall s', 'WER per seed')
+    """The text table: a column per decoding and metric that has a value, a row per configuration (and its
+    averaged checkpoints)."""
+    columns = [(d, m) for d in DECODINGS for m in ('wer', 'cer') if any(s[d + '_' + m] is not None for s in summaries)]
+    row = '{:<24} {:>3} {:>5} ' + '{:>16} ' * len(columns) + '{:>9} {:>7}  {}'
+    header = row.format('configuration', 'np', 'runs', *('{} {} (sd)'.format(d, m.upper()) for d, m in columns),
+                        'dev loss', 'wall s', 'greedy WER per seed')
     lines = [header, '-' * len(header)]
     for s in summaries:
-        lines.append('{:<24} {:>5} {:>16} {:>16} {:>10} {:>10}  {}'.format(
-            s['label'], s['runs'] - s['failed'], '{} ({})'.format(fmt(s['wer'], '{:.3f}'), fmt(s['wer_sd'], '{:.3f}')),
-            '{} ({})'.format(fmt(s['cer'], '{:.3f}'), fmt(s['cer_sd'], '{:.3f}')), fmt(s['last_dev_loss'], '{:.2f}'),
-            fmt(s['wall_s'], '{:.0f}'), ' '.join(fmt(w, '{:.3f}') for w in s['wers'])))
+        lines.append(row.format(
+            s['label'], s['np'], s['runs'] - s['failed'],
+            *('{} ({})'.format(fmt(s[d + '_' + m], '{:.3f}'), fmt(s[d + '_' + m + '_sd'], '{:.3f}')) for d, m in columns),
+            fmt(s['last_dev_loss'], '{:.2f}'), fmt(s['wall_s'], '{:.0f}'), ' '.join(fmt(w, '{:.3f}') for w in s['wers'])))
     return '\n'.join(lines)
 
 
@@ -118,10 +253,10 @@ def plot(runs, path):
     import matplotlib.pyplot as plt
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for label in dict.fromkeys(r['label'] for r in runs):
-        mine = [r for r in runs if r['label'] == label and r['wer'] is not None]
-        axes.scatter([r['wall_s'] for r in mine], [r['wer'] for r in mine], label=label)
+        mine = [r for r in runs if r['label'] == label and r['single']['greedy']['wer'] is not None]
+        axes.scatter([r['wall_s'] for r in mine], [r['single']['greedy']['wer'] for r in mine], label=label)
     axes.set_xlabel('training + test wall time (s)')
-    axes.set_ylabel('test WER')
+    axes.set_ylabel('test WER (greedy)')
     axes.legend()
     figure.tight_layout()
     figure.savefig(path)
@@ -129,31 +264,46 @@ def plot(runs, path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--configs', default='default=', help='";"-separated label=flags (see above)')
+    parser.add_argument('--configs', default='default=', help='";"-separated label[@N]=flags (see above)')
+    parser.add_argument('--np', type=int, default=1, help='ranks of the configurations without @N')
     parser.add_argument('--seeds', type=int, default=3, help='runs per configuration, seeds 1..N')
     parser.add_argument('--utterances', type=int, default=300, help='corpus size (about 80%% go to train.csv)')
     parser.add_argument('--corpus_dir', default=os.path.join('/tmp', 'deepspeech_quality_corpus'))
     parser.add_argument('--base_flags', default=BASE_FLAGS, help='flags of every run, before the configuration\'s')
+    parser.add_argument('--beam_width', type=int, default=500,
+                        help='beam width of the beam tests (default: what the released clients use)')
+    parser.add_argument('--scorer', action='store_true',
+                        help='also test with a scorer of the training transcripts, alpha and beta tuned on dev')
+    parser.add_argument('--lm_trials', type=int, default=20, help='lm_optimizer.py trials per run (with --scorer)')
+    parser.add_argument('--average', type=int, default=0, metavar='K',
+                        help='also test the mean of each run\'s last K train checkpoints')
     parser.add_argument('--out_dir', default='quality_results')
     parser.add_argument('--resume', action='store_true',
                         help='reuse the finished runs in --out_dir that had the same command; run only the missing ones')
     args = parser.parse_args(argv)
-    configs = parse_configs(args.configs)
+    configs = parse_configs(args.configs, args.np)
     os.makedirs(args.out_dir, exist_ok=True)
     csvs = make_corpus(args.corpus_dir, args.utterances)
+    args.scorer_path = make_scorer(args.corpus_dir) if args.scorer else None
     runs = []
     for seed in range(1, args.seeds + 1):
-        for label, flags in configs:
-            runs.append(run_once(label, flags, seed, csvs, args))
-            print('{label} seed {seed}: WER {wer} in {wall_s:.0f} s (exit {exit_code}{reused})'.format(
-                **dict(runs[-1], reused=', reused' if runs[-1].get('reused') else '')), flush=True)
-    summaries = [summary(label, [r for r in runs if r['label'] == label]) for label, _ in configs]
+        for label, ranks, flags in configs:
+            runs.append(run_once(label, ranks, flags, seed, csvs, args))
+            run = runs[-1]
+            print('{} seed {}: WER {}{} in {:.0f} s (exit {}{})'.format(
+                label, seed, wers(run['single']), '; mean of the last {}: {}'.format(args.average, wers(
+                    run.get('averaged', {}))) if args.average else '', run['wall_s'], run['exit_code'],
+                ', reused' if run.get('reused') else ''), flush=True)
+    checkpoints = ('single', 'averaged') if args.average else ('single',)
+    summaries = [summary(label, ranks, [r for r in runs if r['label'] == label], checkpoint, args.average)
+                 for label, ranks, _ in configs for checkpoint in checkpoints]
     text = table(summaries)
     with open(os.path.join(args.out_dir, 'quality.txt'), 'w') as out:
         out.write(text + '\n')
     with open(os.path.join(args.out_dir, 'quality.json'), 'w') as out:
-        json.dump(dict(base_flags=args.base_flags, corpus=csvs, load_average=os.getloadavg(), summaries=summaries,
-                       runs=runs), out, indent=2)
+        json.dump(dict(base_flags=args.base_flags, corpus=csvs, scorer=args.scorer_path, beam_width=args.beam_width,
+                       average=args.average, load_average=os.getloadavg(), summaries=summaries, runs=runs), out,
+                  indent=2)
     plot(runs, os.path.join(args.out_dir, 'quality.png'))
     print()
     print(text)

@@ -1,6 +1,6 @@
-"""bin/benchmark_training.py, bin/benchmark_pipeline.py, bin/benchmark_storage.py and bin/benchmark_scale.py end
-to end on tiny configurations: they run, and write their tables, JSON and plot (no timed asserts: the numbers depend on
-the machine)."""
+"""bin/benchmark_training.py, bin/benchmark_pipeline.py, bin/benchmark_storage.py, bin/benchmark_scale.py and
+bin/benchmark_quality.py end to end on tiny configurations: they run, and write their tables, JSON and plot (no timed
+asserts: the numbers depend on the machine)."""
 import json
 import os
 import re
@@ -131,29 +131,45 @@ def test_step_profile_puts_every_matmul_in_bfloat16_with_the_flag_and_none_witho
 
 
 def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished_runs(tmp_path):
+    """Tiny: one process and two Horovod ranks, greedy, beam and beam + scorer, the best-dev checkpoint and the
+    mean of the last two."""
     out = tmp_path / 'results'
     recipe = os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')
     command = [sys.executable, os.path.join(ROOT, 'bin', 'benchmark_quality.py'), '--configs',
-               'defaults=;recipe=--flagfile {}'.format(recipe),
+               'defaults=;recipe@2=--flagfile {}'.format(recipe),
                '--seeds', 1, '--utterances', 20, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out,
-               '--base_flags', '--n_hidden 16 --train_batch_size 4 --dev_batch_size 4 --test_batch_size 4 --epochs 1 '
-               '--beam_width 1']
+               '--scorer', '--lm_trials', 2, '--beam_width', 8, '--average', 2,
+               '--base_flags', '--n_hidden 16 --train_batch_size 4 --dev_batch_size 4 --test_batch_size 4 --epochs 2']
     run_command(command, timeout=600)
     table = (out / 'quality.txt').read_text().splitlines()
-    assert table[0].split()[:3] == ['configuration', 'runs', 'test']
-    assert [line.split()[:2] for line in table[2:]] == [['defaults', '1'], ['recipe', '1']]
-    runs = json.loads((out / 'quality.json').read_text())['runs']
-    assert [(r['label'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [('defaults', 1, 0, 1),
-                                                                                   ('recipe', 1, 0, 1)]
-    assert all(0 <= r['wer'] and 0 <= r['cer'] and len(r['dev_losses']) == 1 for r in runs)
-    used = (out / 'runs' / 'recipe-seed1' / 'checkpoints' / 'flags.txt').read_text().splitlines()
+    assert table[0].split()[:3] == ['configuration', 'np', 'runs']
+    assert [column + ' ' + metric for column, metric in re.findall(r'(\w+) (WER|CER) \(sd\)', table[0])] == [
+        decoding + ' ' + metric for decoding in ('greedy', 'beam', 'scorer') for metric in ('WER', 'CER')]
+    assert [line.split()[:3] for line in table[2:]] == [['defaults', '1', '1'], ['defaults', 'avg2', '1'],
+                                                      ['recipe', '2', '1'], ['recipe', 'avg2', '2']]
+    report = json.loads((out / 'quality.json').read_text())
+    runs = report['runs']
+    assert [(r['label'], r['np'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [
+        ('defaults', 1, 1, 0, 2), ('recipe', 2, 1, 0, 2)]
+    for r in runs:
+        assert len(r['dev_losses']) == 2 and r['wall_s'] > 0 and r['test_s'] > 0 and len(r['lm_weights']) == 2
+        for checkpoint in ('single', 'averaged'):
+            assert sorted(r[checkpoint]) == ['beam', 'greedy', 'scorer']
+            assert all(0 <= m['wer'] and 0 <= m['cer'] for m in r[checkpoint].values())
+    assert all(s['failed'] == 0 for s in report['summaries'])
+    recipe_run = out / 'runs' / 'recipe-seed1'
+    assert 'x 2 rank(s)' in (recipe_run / 'output.txt').read_text()
+    assert (recipe_run / 'averaged' / 'best_dev_checkpoint').is_file()
+    assert 'Best params: lm_alpha=' in (recipe_run / 'lm_optimizer.txt').read_text()
+    used = (recipe_run / 'checkpoints' / 'flags.txt').read_text().splitlines()
     with open(recipe) as flagfile:
         assert set(line.strip() for line in flagfile if line.startswith('--')) <= set(used)
     assert (out / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-    # a second seed with --resume trains only that seed
-    again = run_command(command[:command.index('--seeds') + 1] + [2] + command[command.index('--seeds') + 2:]
-                        + ['--resume'], timeout=600)
-    assert again.output.count('(exit 0, reused)') == 2 and again.output.count('seed 2: WER') == 2
+    # a second seed of the first configuration with --resume trains only that seed
+    again = command[:]
+    again[again.index('--configs') + 1], again[again.index('--seeds') + 1] = 'defaults=', 2
+    output = run_command(again + ['--resume'], timeout=600).output
+    assert output.count('(exit 0, reused)') == 1 and output.count('seed 2: WER') == 1
 
 
 def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(tmp_path):
