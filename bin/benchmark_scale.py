@@ -249,7 +249,7 @@ def plan_pass(source, repeats):
     from deepspeech_training.config import settings_from_flags
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.flags import create_flags
-    from deepspeech_training.trainer import eval_set, train_set
+    from deepspeech_training.data.plans import eval_set, train_set
     tfv1.disable_eager_execution()
     create_flags()
     parse_trainer_flags({'b': 8})
