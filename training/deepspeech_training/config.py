@@ -7,6 +7,7 @@ Fields carry the names of the flags they come from, so `--train_batch_size` is
 `settings.training.train_batch_size`; what is derived (directories, dropout rates) is computed here.
 """
 import os
+import sys
 from dataclasses import dataclass, fields
 
 from .flags import FLAGS, DEFAULT_DATA_HOME, alphabet_path, parse_size
@@ -188,3 +189,11 @@ def settings_from_flags():
         session=from_flags(SessionSettings, mixed_precision=mixed_precision_mode(FLAGS.automatic_mixed_precision)),
         show_progressbar=FLAGS.show_progressbar,
     )
+
+
+def settings_from_args(args):
+    """The Settings of the training flags in `args` (the others at their defaults; flags.create_flags() first),
+    for the tools that build the trainer's graph in process: the benchmarks and the profiler."""
+    FLAGS.unparse_flags()
+    FLAGS([sys.argv[0]] + [str(arg) for arg in args])
+    return settings_from_flags()
