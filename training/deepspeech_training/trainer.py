@@ -13,12 +13,11 @@ import tensorflow.compat.v1 as tfv1
 
 from .checkpoints import Checkpointer, check_space, checkpoint_bytes
 from .data.plans import eval_set, train_set
-from .early_stopping import DevTracker
 from .graph import LossTotals, build_input, run_set, seed_graph, set_steps
 from .session import create_session
 from .stopping import Interrupted, StopRequests
 from .summaries import Summaries
-from .training_progress import TrainingProgress, resume
+from .training_progress import new_progress, resume
 from .train_graph import build_train_graph
 from .util import startup
 from .util.logging import log_info, log_warn
@@ -70,10 +69,8 @@ class Trainer:
             elif loaded not in ('init', 'broadcast from rank 0'):
                 self._warn_kept_learning_rate(loaded)
             self._write_flags(flags_text)
-            tracker = DevTracker(self.checkpointer.best_dev_loss() if self.dist.is_chief else math.inf,
-                                 training.es_min_delta, training.es_epochs if training.early_stop else None,
-                                 training.plateau_epochs if training.reduce_lr_on_plateau else None)
-            state = self.dist.training_state(self.session, self.broadcast, TrainingProgress(tracker))
+            progress = new_progress(self.checkpointer.best_dev_loss() if self.dist.is_chief else math.inf, training)
+            state = self.dist.training_state(self.session, self.broadcast, progress)
             self.last_save = time.time()
             started = datetime.utcnow()
             log_info('STARTING Optimization')

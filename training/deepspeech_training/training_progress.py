@@ -30,6 +30,14 @@ def end_epochs(checkpoint_epoch, epochs, total_epochs):
     return checkpoint_epoch + epochs, checkpoint_epoch
 
 
+def new_progress(best_dev_loss, training):
+    """The progress of a run before its first epoch: a DevTracker from the saved best_dev's loss and the
+    early stop and plateau settings of `training` (TrainingSettings)."""
+    return TrainingProgress(DevTracker(best_dev_loss, training.es_min_delta,
+                                       training.es_epochs if training.early_stop else None,
+                                       training.plateau_epochs if training.reduce_lr_on_plateau else None))
+
+
 def resume(progress, position, epoch_loss, global_step, batches_per_epoch, training):
     """Set where `progress` starts from the checkpoint's (synced) epoch position and epoch loss, or from
     its `global_step` for a checkpoint without them (`batches_per_epoch` of epoch 0), and how far it goes
