@@ -9,7 +9,6 @@ import tensorflow.compat.v1 as tfv1
 
 from .model import create_model, ctc_loss, dropout_placeholders, lstm_function
 from .data.feeding import changed_audio_error, endless
-from .data.plans import InputSet
 from .util.logging import Progress
 from .data.samples import DataError
 
@@ -20,7 +19,7 @@ class SetIterator:
 
     Its initializer, run with `epoch` and `first_batch` fed, says where the set's (endless) dataset
     starts; feeding `handle` to `selector` makes the input read this set."""
-    input_set: InputSet
+    input_set: object       # data.plans.InputSet
     end_epoch: int = None   # the first epoch the run will not reach (None: not known)
     initializer: object = None
     epoch: object = None
