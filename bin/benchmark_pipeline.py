@@ -10,7 +10,7 @@ features from the trainer's --feature_cache, filled by the first pass over the s
 trainer's own graph pieces are built once: graph.build_input with two sets behind its one
 reinitialisable iterator, the real pipeline (feeding.create_dataset: read audio, MFCCs, padded batch,
 context windows) and the same batches held in memory (fetched once from the real pipeline, fed back by a
-from_generator dataset), then graph.build_forward and the trainer's Adam `minimize`. Every epoch runs
+from_generator dataset), then the trainer's step (train_graph.build_train_graph). Every epoch runs
 through graph.run_set, the trainer's loop, over --samples utterances of the benchmark corpus (spread
 over all lengths, sorted by length as the trainer does); epochs alternate real/cached in ABBA order
 (--pairs pairs) after one warm-up epoch, so a change in the load of the (shared) machine hits both alike.
@@ -64,12 +64,34 @@ def spread_records(records, count):
     return [records[i * len(records) // count] for i in range(count)]
 
 
-def parse_trainer_flags(config):
-    from deepspeech_training.flags import FLAGS
-    FLAGS.unparse_flags()
-    FLAGS(['benchmark_pipeline', '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'),
-           '--noshow_progressbar'] + ['--{}={}'.format(KEYS.get(k, k), v) for k, v in config.items()])
-    return FLAGS
+def trainer_settings(config):
+    """The trainer's Settings of one configuration (its keys as flags, the rest at their defaults)."""
+    from deepspeech_training.config import settings_from_args
+    return settings_from_args(['--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'), '--noshow_progressbar']
+                              + ['--{}={}'.format(KEYS.get(k, k), v) for k, v in config.items()])
+
+
+def build_graph(settings, records, cache):
+    """The trainer's graph pieces on two sets behind one input, `records` through the real pipeline (and
+    the trainer's feature cache) and `cache`'s batches: (the TrainGraph, the real and the cached SetIterator,
+    the batch)."""
+    import dataclasses
+    import tensorflow.compat.v1 as tfv1
+    from deepspeech_training import distributed
+    from deepspeech_training.data.plans import train_set
+    from deepspeech_training.graph import build_input, seed_graph
+    from deepspeech_training.train_graph import build_train_graph
+
+    tfv1.reset_default_graph()
+    seed_graph(settings.training.random_seed, 0)
+    single = distributed.Single()
+    real = dataclasses.replace(train_set(records, single, settings.model, settings.training), name='real',
+                               make_dataset=cache.real)
+    cached = dataclasses.replace(real, name='cached', feature_cache=None, make_dataset=cache.cached)
+    batch, (real, cached) = build_input([real, cached], settings.model)
+    step = build_train_graph(batch, settings.model, settings.training, single, settings.session.mixed_precision,
+                             real.n_batches())
+    return step, real, cached, batch
 
 
 def fetch_all(session, iterator, batch):
@@ -96,43 +118,22 @@ def measure(config, records, pairs):
     """Pipeline alone, then warm-up, then `pairs` ABBA pairs of real and cached epochs."""
     import tensorflow.compat.v1 as tfv1
     from deepspeech_training import distributed
-    from deepspeech_training.config import settings_from_flags
-    from deepspeech_training.data.batching import train_batches
-    from deepspeech_training.data.feature_cache import open_feature_cache
-    from deepspeech_training.graph import InputSet, build_forward, build_input, create_session
-
-    flags = parse_trainer_flags(config)
-    settings = settings_from_flags()
-    model_config = settings.model
-    tfv1.reset_default_graph()
-    tfv1.set_random_seed(flags.random_seed)
-
-    def plan(epoch):
-        return train_batches(len(records), flags.train_batch_size, 1, 0, epoch, flags.random_seed, False)
+    from deepspeech_training.session import create_session
 
     cache = CachedBatches()
-    feature_cache = open_feature_cache(flags.feature_cache, records, model_config, settings.training, '')
-    real = InputSet('real', records, plan, flags.train_batch_size, feature_cache=feature_cache,
-                    make_dataset=cache.real)
-    cached = InputSet('cached', records, plan, flags.train_batch_size, make_dataset=cache.cached)
-    batch, (real, cached) = build_input([real, cached], model_config)
-    forward = build_forward(batch, model_config)
-    global_step = tfv1.train.get_or_create_global_step()
-    train_op = tfv1.train.AdamOptimizer(flags.learning_rate, beta1=flags.beta1, beta2=flags.beta2,
-                                        epsilon=flags.epsilon).minimize(forward.mean_loss, global_step=global_step)
-    fetches = dict(train=train_op, step=global_step, mean_loss=forward.mean_loss)
-    feed = dict(zip(forward.dropout_rates, settings.training.dropout_rates))
+    step, real, cached, batch = build_graph(trainer_settings(config), records, cache)
+    fetches = step.fetches()
     with create_session(distributed.Single()) as session:
         session.run(tfv1.global_variables_initializer())
         cache.batches, _ = fetch_all(session, real, batch)           # cold: fills the page cache too
         _, pipeline_s = fetch_all(session, real, batch)
         _, cached_alone_s = fetch_all(session, cached, batch)
-        timed_epoch(session, cached, forward, fetches, feed)         # warm-up, not counted
+        timed_epoch(session, cached, step.forward, fetches, step.feed)         # warm-up, not counted
         epochs = {'real': [], 'cached': []}
         for pair in range(pairs):
             order = (real, cached) if pair % 2 == 0 else (cached, real)
             for input_set in order:
-                epochs[input_set.name].append(timed_epoch(session, input_set, forward, fetches, feed))
+                epochs[input_set.name].append(timed_epoch(session, input_set, step.forward, fetches, step.feed))
     return summarise(config, len(cache.batches), pipeline_s, cached_alone_s, epochs)
 
 

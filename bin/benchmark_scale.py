@@ -21,7 +21,7 @@ and exits. Per configuration (size x source x storage x ranks), from the slowest
 Storages: local (the page cache is warm after the first run: what a rerun on one node sees); sshfs
 (tests/helpers/netns_sshfs.py: sshd on a network-namespace host, --rtt ms added per round trip, a fresh
 mount per run so nothing is cached; root needed); http (sdb and tar only: a CSV lists files, not ranges).
-Besides, the per-epoch planning the trainer does outside its steps (trainer.train_set's and eval_set's
+Besides, the per-epoch planning the trainer does outside its steps (data.plans.train_set's and eval_set's
 plan functions) is timed in process at each size.
 
 Then each measure's growth against corpus size: k of a least-squares line through (log n, log measure),
@@ -241,19 +241,17 @@ def measure(config, args, storages, dev_csv):
 
 
 def plan_pass(source, repeats):
-    """In process: the trainer's per-epoch planning (trainer.train_set's and eval_set's plan functions, as
+    """In process: the trainer's per-epoch planning (data.plans.train_set's and eval_set's plan functions, as
     the Trainer builds them) over the records of `source`; median seconds of `repeats` epochs each."""
     import tensorflow.compat.v1 as tfv1
-    from benchmark_pipeline import parse_trainer_flags
+    from benchmark_pipeline import trainer_settings
     from deepspeech_training import distributed
-    from deepspeech_training.config import settings_from_flags
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.flags import create_flags
-    from deepspeech_training.trainer import eval_set, train_set
+    from deepspeech_training.data.plans import eval_set, train_set
     tfv1.disable_eager_execution()
     create_flags()
-    parse_trainer_flags({'b': 8})
-    settings = settings_from_flags()
+    settings = trainer_settings({'b': 8})
     records = read_sources(source.split(','), settings.model.alphabet)
     dist = distributed.Single()
     plans = dict(train_plan_s=train_set(records, dist, settings.model, settings.training).plan,
@@ -366,7 +364,7 @@ def planning_lines(plans, fit, source):
     """The in-process planning times and their growth, as lines of the report (none without plans)."""
     if not plans:
         return []
-    return (['per-epoch planning in process (trainer.train_set / eval_set plans, records of {}):'.format(source)]
+    return (['per-epoch planning in process (data.plans.train_set / eval_set plans, records of {}):'.format(source)]
             + ['  n={}: train {:.2f} ms, eval {:.2f} ms'.format(p['n'], 1e3 * p['train_plan_s'], 1e3 * p['eval_plan_s'])
                for p in plans]
             + ['  growth k: ' + ', '.join('{} {}'.format(name, fmt(fit[key])) for key, name in PLAN_GROWTH), ''])

@@ -60,21 +60,21 @@ def convert_corpus(corpus_dir, formats):
 def input_pass(source, size, rank, batch_size):
     """Seconds this rank's input pipeline takes over one epoch of its batches of `source`, and the batches."""
     import tensorflow.compat.v1 as tfv1
-    from benchmark_pipeline import fetch_all, parse_trainer_flags
+    from benchmark_pipeline import fetch_all, trainer_settings
     from deepspeech_training import distributed
-    from deepspeech_training.config import settings_from_flags
     from deepspeech_training.data.batching import train_batches
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.flags import create_flags
-    from deepspeech_training.graph import InputSet, build_input, create_session
+    from deepspeech_training.data.plans import InputSet
+    from deepspeech_training.graph import build_input
+    from deepspeech_training.session import create_session
     tfv1.disable_eager_execution()
     create_flags()
-    flags = parse_trainer_flags({'b': batch_size})
-    settings = settings_from_flags()
+    settings = trainer_settings({'b': batch_size})
     records = read_sources([source], settings.model.alphabet)
 
     def plan(epoch):
-        return train_batches(len(records), batch_size, size, rank, epoch, flags.random_seed, False)
+        return train_batches(len(records), batch_size, size, rank, epoch, settings.training.random_seed, False)
     batch, (input_set,) = build_input([InputSet('train', records, plan, batch_size)], settings.model)
     with create_session(distributed.Single()) as session:
         _, seconds = fetch_all(session, input_set, batch)

@@ -3,8 +3,8 @@
 
     python bin/profile_training_step.py --n_hidden 2048 --batch 8 --frames 180
 
-Builds the trainer's network (model.create_model with the scan LSTM, CTC loss, Adam) on random
-features of one fixed shape, runs --warmup steps, times --repeats steps, then traces one step
+Builds the trainer's step (train_graph.build_train_graph with the scan LSTM: model, CTC loss, Adam, its
+dropout) on random features of one fixed shape, runs --warmup steps, times --repeats steps, then traces one step
 (RunOptions FULL_TRACE) and sums each op's time by category: the matmuls outside loops (dense layers,
 the LSTM's input projection, all weight gradients), the LSTM loop's per-step matmuls and element-wise gates (forward, and the hand-written backward loop), the
 loop's own bookkeeping, CTC, Adam, the casts the bfloat16 rewrite adds, and the rest. A category's share
@@ -50,36 +50,50 @@ def category(name, op):
     return 'other'
 
 
+def build_step(args, mode):
+    """The trainer's training step (train_graph.build_train_graph, scan LSTM) on random features of one
+    fixed shape: (the TrainGraph, the batch it reads)."""
+    import numpy as np
+    import tensorflow.compat.v1 as tfv1
+    from deepspeech_training.config import settings_from_args
+    from deepspeech_training.distributed import Single
+    from deepspeech_training.flags import create_flags
+    from deepspeech_training.train_graph import build_train_graph
+    create_flags()
+    settings = settings_from_args(['--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'),
+                                   '--n_hidden', args.n_hidden, '--lstm_impl', 'scan', '--learning_rate', 1e-4])
+    tfv1.reset_default_graph()
+    tfv1.set_random_seed(0)
+    rng = np.random.RandomState(0)
+    values = (np.arange(args.batch), np.ones(args.batch, np.float32),
+              rng.randn(args.batch, args.frames, 19, 26).astype(np.float32), np.full(args.batch, args.frames, np.int32),
+              rng.randint(0, 28, size=(args.batch, args.frames // 4)).astype(np.int32),
+              np.full(args.batch, args.frames // 4, np.int32))
+    # with the shapes of the trainer's batches (their size and lengths unknown), so that no shape is folded
+    # into a constant: the step's ops are the trainer's
+    batch = tuple(tfv1.placeholder_with_default(value, [None] * min(value.ndim, 2) + list(value.shape[2:]))
+                  for value in values)
+    return build_train_graph(batch, settings.model, settings.training, Single(), mode, 1), batch
+
+
 def profile(mode, args):
     """{'step_s': [...], 'ops': {category: [us, bf16 us]}, 'top': [(us, op type, dtype)]} for one precision."""
-    import numpy as np
     import tensorflow as tf
     import tensorflow.compat.v1 as tfv1
-    from deepspeech_training import model
-    from deepspeech_training.config import N_CONTEXT, N_INPUT, Config, session_config
+    from deepspeech_training.session import session_config
     tfv1.disable_eager_execution()
-    tfv1.set_random_seed(0)
-    config = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
-                    audio_step_samples=320, n_hidden=args.n_hidden, n_classes=29)
-    rng = np.random.RandomState(0)
-    windows = tf.constant(rng.randn(args.batch, args.frames, 19, 26).astype(np.float32))
-    seq_length = tf.fill([args.batch], args.frames)
-    labels = tf.constant(rng.randint(0, 28, size=(args.batch, args.frames // 4)), dtype=tf.int32)
-    label_lengths = tf.fill([args.batch], args.frames // 4)
-    logits, _ = model.create_model(windows, seq_length, config, [0.0] * 6, lstm=model.lstm_function('scan', mode))
-    loss = tf.reduce_mean(model.ctc_loss(logits, seq_length, labels, label_lengths))
-    train_op = tfv1.train.AdamOptimizer(1e-4).minimize(loss)
+    step, _ = build_step(args, mode)
     result = {'step_s': [], 'ops': collections.defaultdict(lambda: [0, 0]), 'top': collections.Counter()}
     with tfv1.Session(config=session_config(mixed_precision=mode)) as session:
         session.run(tfv1.global_variables_initializer())
         for _ in range(args.warmup):
-            session.run(train_op)
+            session.run(step.train_op, step.feed)
         for _ in range(args.repeats):
             started = time.time()
-            session.run(train_op)
+            session.run(step.train_op, step.feed)
             result['step_s'].append(time.time() - started)
         metadata = tfv1.RunMetadata()
-        session.run(train_op, options=tfv1.RunOptions(trace_level=tfv1.RunOptions.FULL_TRACE),
+        session.run(step.train_op, step.feed, options=tfv1.RunOptions(trace_level=tfv1.RunOptions.FULL_TRACE),
                     run_metadata=metadata)
     for device in metadata.step_stats.dev_stats:
         for node in device.node_stats:

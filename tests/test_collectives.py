@@ -19,7 +19,8 @@ from deepspeech_training.checkpoints import check_writable
 from deepspeech_training.data.validation import validate_groups
 from deepspeech_training import evaluate
 from deepspeech_training.evaluate import Decoder
-from deepspeech_training.trainer import Interrupted, Trainer
+from deepspeech_training.stopping import Interrupted
+from deepspeech_training.trainer import Trainer
 from deepspeech_training.util import logging
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
@@ -96,7 +97,7 @@ class RecordingTrainer(Trainer):
         return loss
 
     def _save_train(self, state, **kwargs):
-        self.saves.append(int(self.session.run(self.global_step)))
+        self.saves.append(int(self.session.run(self.variables.global_step)))
         return super()._save_train(state, **kwargs)
 
     def _validate(self, progress):

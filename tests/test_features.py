@@ -74,7 +74,7 @@ def test_stereo_and_garbage_files_are_rejected(tmp_path, speech):
 def test_each_horovod_rank_sees_only_the_gpu_of_its_local_rank():
     """No GPU here: this checks the plumbing from the seam into the session config only."""
     from deepspeech_training import distributed
-    from deepspeech_training.config import session_config
+    from deepspeech_training.session import session_config
     rank = distributed.Horovod.__new__(distributed.Horovod)   # the seam without hvd.init()
     rank.local_rank, rank.local_size = 1, 2
     assert session_config(visible_gpu=rank.visible_gpu()).gpu_options.visible_device_list == '1'

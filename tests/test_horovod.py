@@ -333,7 +333,7 @@ def test_horovod_only_flags_need_horovod(tmp_path):
 def test_a_gradient_that_is_not_finite_stops_the_step_with_a_clear_error():
     """The fp16 guard: an inf from a float16 sum must not reach the weights."""
     import tensorflow.compat.v1 as tfv1
-    from deepspeech_training.trainer import finite_gradients
+    from deepspeech_training.train_graph import finite_gradients
     with tf.Graph().as_default():
         variable = tfv1.get_variable('weights', initializer=1.0)
         (gradient, _), = finite_gradients([(tf.constant(float('inf')), variable)])

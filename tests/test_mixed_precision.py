@@ -9,7 +9,8 @@ import tensorflow.compat.v1 as tfv1
 
 from conftest import SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, run_horovod, tiny_model_flags
 from test_horovod import saved_variables
-from deepspeech_training.config import Config, N_CONTEXT, N_INPUT, session_config
+from deepspeech_training.config import Config, N_CONTEXT, N_INPUT
+from deepspeech_training.session import session_config
 from deepspeech_training.model import create_model, lstm_function
 from deepspeech_training.precision import BFLOAT16, cpu_has_bfloat16
 

@@ -282,7 +282,7 @@ def test_a_node_whose_slurmd_dies_fails_the_job_within_a_minute_and_the_requeued
 def test_sigusr1_is_a_stop_request_and_a_second_one_after_the_stop_is_ignored():
     """Slurm's time-limit signal (--signal=USR1@<s>, or forwarded by bin/slurm/train.sbatch) stops training
     as SIGTERM does; after the stop another SIGUSR1 (srun signals every task) must not kill the rank."""
-    from deepspeech_training.trainer import STOP_SIGNALS, Interrupted, StopRequests
+    from deepspeech_training.stopping import STOP_SIGNALS, Interrupted, StopRequests
     previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in STOP_SIGNALS}
     try:
         with pytest.raises(Interrupted):
@@ -302,7 +302,7 @@ def test_sigusr1_is_a_stop_request_and_a_second_one_after_the_stop_is_ignored():
                                                      ([0, 0, 0], None)])
 def test_the_exit_code_names_the_first_kind_of_stop_signal_any_rank_got(summed_votes, exit_code):
     """Votes summed over ranks (SIGINT, SIGTERM, SIGUSR1): 128 + the signal, Ctrl-C first."""
-    from deepspeech_training.trainer import StopRequests
+    from deepspeech_training.stopping import StopRequests
     assert StopRequests.exit_code(summed_votes) == exit_code
 
 
@@ -344,5 +344,5 @@ def test_srun_tasks_that_are_not_one_jobs_ranks_stop_with_the_launch_line_to_use
     (3, 6, 6, 6, 0),      # a rerun after the end trains nothing
 ])
 def test_total_epochs_ends_a_rerun_where_one_run_would(epochs, total_epochs, checkpoint_epoch, end_epoch, first_epoch):
-    from deepspeech_training.trainer import end_epochs
+    from deepspeech_training.training_progress import end_epochs
     assert end_epochs(checkpoint_epoch, epochs, total_epochs) == (end_epoch, first_epoch)

@@ -20,7 +20,8 @@ from deepspeech_training.cli import run_script  # noqa: E402
 from deepspeech_training.config import settings_from_flags  # noqa: E402
 from deepspeech_training.data.samples import read_sources  # noqa: E402
 from deepspeech_training.flags import FLAGS  # noqa: E402
-from deepspeech_training.graph import create_session, set_steps  # noqa: E402
+from deepspeech_training.graph import set_steps  # noqa: E402
+from deepspeech_training.session import create_session  # noqa: E402
 from deepspeech_training.trainer import Trainer  # noqa: E402
 from deepspeech_training.util import logging  # noqa: E402
 
@@ -31,8 +32,9 @@ def first_step(_):
     settings = settings_from_flags()
     os.makedirs(settings.checkpoints.save_dir, exist_ok=True)
     trainer = Trainer(dist, settings, read_sources([FLAGS.train_files], settings.model.alphabet), {})
-    variables = [v for _, v in trainer.gradients]
-    local = tfv1.gradients(trainer.forward.mean_loss, variables)
+    step = trainer.step
+    variables = [v for _, v in step.gradients]
+    local = tfv1.gradients(step.forward.mean_loss, variables)
     with create_session(dist) as session:
         trainer.checkpointer.load_for_training(session, 'init')
         session.run(trainer.broadcast)
@@ -40,12 +42,12 @@ def first_step(_):
         without_dropout = {}
         if ALSO_WITHOUT_DROPOUT:
             fetches = {'nodropout/' + v.op.name: g for g, v in zip(local, variables)}
-            values = next(set_steps(session, trainer.training, trainer.forward, 0, fetches, {}))
+            values = next(set_steps(session, trainer.training, step.forward, 0, fetches, {}))
             without_dropout = {name: value for name, value in values.items() if name.startswith('nodropout/')}
-        fetches = dict(train=trainer.train_op)
-        fetches.update({'gradient/' + v.op.name: g for g, v in trainer.gradients})
+        fetches = dict(train=step.train_op)
+        fetches.update({'gradient/' + v.op.name: g for g, v in step.gradients})
         fetches.update({'local/' + v.op.name: g for g, v in zip(local, variables)})
-        values = next(set_steps(session, trainer.training, trainer.forward, 0, fetches, trainer.train_feed))
+        values = next(set_steps(session, trainer.training, step.forward, 0, fetches, step.feed))
     saved = {name[len('gradient/'):] if name.startswith('gradient/') else name: value
              for name, value in values.items() if name.startswith(('gradient/', 'local/'))}
     np.savez(os.path.join(OUT_DIR, 'rank{}.npz'.format(dist.rank)), **saved, **weights, **without_dropout)

@@ -26,6 +26,7 @@ from tensorflow.python.lib.io import file_io   # the atomic write TensorFlow's o
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 
 from .model import LAYER_NORM_SCOPE, LAYERS_FROM_OUTPUT, LSTM_SCOPE
+from .session import create_session
 from .util.atomic import atomic_write
 from .util.logging import log_info, log_warn
 
@@ -245,6 +246,11 @@ class Checkpointer:
         self.initializer = tf.group(tfv1.global_variables_initializer(), tfv1.local_variables_initializer())
         self.meta_graphs = {}   # saver -> (graph version, serialised MetaGraphDef)
         self.unreadable_states = set()  # state files already warned about
+
+    @classmethod
+    def from_settings(cls, checkpoints, dist):
+        """The Checkpointer of `checkpoints` (CheckpointSettings), for the variables of the default graph."""
+        return cls(checkpoints.load_dir, checkpoints.save_dir, checkpoints.max_to_keep, dist)
 
     def _save(self, saver, session, prefix, step, **kwargs):
         """saver.save(), with the `.meta` file written from a MetaGraphDef serialised once per graph
@@ -489,3 +495,15 @@ class Checkpointer:
             path = self._newest(self.save_dir, 'best')
             self._write_record(path, dev_loss)
             log_info('Recorded the dev loss {:.6f} of {} in {}'.format(dev_loss, path, BEST_LOSS_FILE))
+
+
+@contextmanager
+def open_checkpoint(settings, dist, announce=True):
+    """A session (for the default graph, built whole) holding the checkpoint --load_evaluate picks, on
+    every rank: the chief loads it (named in the log unless not `announce`), the others receive it."""
+    checkpointer = Checkpointer.from_settings(settings.checkpoints, dist)
+    broadcast = dist.broadcast_op()
+    with create_session(dist, settings.session) as session:
+        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate, announce=announce)
+        session.run(broadcast)
+        yield session

@@ -15,9 +15,10 @@ from .data.samples import DataError, read_sources
 from .data.validation import validate_groups
 from .evaluate import Decoder, test, transcribe
 from .export import export
-from .flags import FLAGS, alphabet_path, create_flags, list_in_short_help, split_files
+from .flags import FLAGS, create_flags, list_in_short_help, split_files
 from .scorer import ScorerError, load_scorer
-from .trainer import Interrupted, Trainer
+from .stopping import Interrupted
+from .trainer import Trainer
 from .util import logging, startup
 
 
@@ -42,14 +43,19 @@ def read_input(config, skipped=None):
     """(train records, dev sets, test sets) as the flags ask ({csv: records}; None when not asked). With a
     list as `skipped` (--skip_invalid_samples), samples whose transcript the alphabet cannot encode are left
     out and their problems appended there."""
-    train_records = dev_sets = test_sets = None
+    train_records = dev_sets = None
     if FLAGS.train_files:
         train_records = read_set(split_files(FLAGS.train_files), config, FLAGS.limit_train, FLAGS.reverse_train,
                                  'train', skipped)
         dev_sets = read_sets(FLAGS.dev_files, config, FLAGS.limit_dev, FLAGS.reverse_dev, 'dev', skipped)
-    if FLAGS.test_files:
-        test_sets = read_sets(FLAGS.test_files, config, FLAGS.limit_test, FLAGS.reverse_test, 'test', skipped)
-    return train_records, dev_sets, test_sets
+    return train_records, dev_sets, read_test_sets(config, skipped)
+
+
+def read_test_sets(config, skipped=None):
+    """--test_files' sets ({csv: records}); None without them."""
+    if not FLAGS.test_files:
+        return None
+    return read_sets(FLAGS.test_files, config, FLAGS.limit_test, FLAGS.reverse_test, 'test', skipped)
 
 
 def read_metrics_sets(config, skipped=None):
@@ -71,10 +77,9 @@ def log_skipped_transcripts(skipped, examples=5):
 
 def make_decoder(settings):
     """The Decoder the flags ask for; a bad scorer fails here, not after hours of training."""
-    decoding = settings.decoding
-    scorer = (load_scorer(decoding.scorer_path, decoding.lm_alpha, decoding.lm_beta,
-                          alphabet_path(FLAGS.alphabet_config_path),
-                          FLAGS.bytes_output_mode) if decoding.scorer_path else None)
+    decoding, model = settings.decoding, settings.model
+    scorer = (load_scorer(decoding.scorer_path, decoding.lm_alpha, decoding.lm_beta, model.alphabet_path,
+                          model.bytes_output_mode) if decoding.scorer_path else None)
     return Decoder(settings.model.alphabet, decoding, scorer)
 
 
@@ -91,8 +96,8 @@ def main(_):
     started_by = distributed.launcher(os.environ)
     logging.log_every_rank('Rank {} of {} computes on: {}{}'.format(
         dist.rank, dist.size, distributed.devices(dist), '' if started_by is None else ', started by ' + started_by))
-    if not FLAGS.bytes_output_mode:
-        logging.log_info('Alphabet: {} ({} labels)'.format(os.path.abspath(alphabet_path(FLAGS.alphabet_config_path)),
+    if not settings.model.bytes_output_mode:
+        logging.log_info('Alphabet: {} ({} labels)'.format(os.path.abspath(settings.model.alphabet_path),
                                                           settings.model.alphabet.GetSize()))
     try:
         # All input is read and checked before any graph is built or file written: every sample's audio
@@ -115,7 +120,7 @@ def main(_):
             Trainer(dist, settings, train_records, sets['dev'], sets['metrics']).run(FLAGS.flags_into_string())
         if sets['test']:
             test(dist, settings, sets['test'], decoder)
-        if FLAGS.export_dir and dist.is_chief:
+        if settings.export.export_dir and dist.is_chief:
             export(settings)
         if FLAGS.one_shot_infer and dist.is_chief:
             print(transcribe(settings, [FLAGS.one_shot_infer], decoder)[0])

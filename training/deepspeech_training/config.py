@@ -1,17 +1,17 @@
 """Settings, read from the flags once per process by `settings_from_flags` (with the CLI, the only
 reader of FLAGS): the model and its features (`Config`), and one small dataclass per concern that the
-trainer, checkpoints, decoding and export take as arguments.
+trainer, checkpoints, decoding and export take as arguments; `from_flags` fills a tool's own (transcribe,
+lm_optimizer).
 
 Fields carry the names of the flags they come from, so `--train_batch_size` is
 `settings.training.train_batch_size`; what is derived (directories, dropout rates) is computed here.
 """
 import os
+import sys
 from dataclasses import dataclass, fields
 
-import tensorflow.compat.v1 as tfv1
-
 from .flags import FLAGS, DEFAULT_DATA_HOME, alphabet_path, parse_size
-from .precision import enable_in_session_config, mixed_precision_mode
+from .precision import mixed_precision_mode
 from .util.text import load_alphabet
 
 N_INPUT = 26      # MFCC coefficients per frame
@@ -37,6 +37,8 @@ class Config:
     feature_win_step: int = 20
     read_buffer: int = 1 << 20  # bytes, --read_buffer: the largest read of a batch of .sdb / shard samples
     data_cache_dir: str = None  # --data_cache_dir: audio headers and container indexes kept between runs
+    alphabet_path: str = None   # the file `alphabet` was read from (a scorer is checked against it)
+    bytes_output_mode: bool = False
 
     @property
     def window_width(self):
@@ -135,7 +137,7 @@ class Settings:
     show_progressbar: bool
 
 
-def _from_flags(cls, **derived):
+def from_flags(cls, **derived):
     """`cls` with each field the flag of its name, but those given in `derived`."""
     return cls(**{f.name: derived[f.name] if f.name in derived else FLAGS[f.name].value for f in fields(cls)})
 
@@ -149,9 +151,12 @@ def dropout_rates_from_flags():
 
 def config_from_flags():
     """The model Config; creates no files."""
-    alphabet = load_alphabet(alphabet_path(FLAGS.alphabet_config_path), FLAGS.bytes_output_mode)
+    path = alphabet_path(FLAGS.alphabet_config_path)
+    alphabet = load_alphabet(path, FLAGS.bytes_output_mode)
     return Config(
         alphabet=alphabet,
+        alphabet_path=path,
+        bytes_output_mode=FLAGS.bytes_output_mode,
         n_input=N_INPUT,
         n_context=N_CONTEXT,
         audio_window_samples=FLAGS.audio_sample_rate * FLAGS.feature_win_len // 1000,
@@ -175,22 +180,20 @@ def settings_from_flags():
     checkpoint_dir = FLAGS.checkpoint_dir or os.path.join(DEFAULT_DATA_HOME, 'checkpoints')
     return Settings(
         model=config_from_flags(),
-        checkpoints=_from_flags(CheckpointSettings, load_dir=FLAGS.load_checkpoint_dir or checkpoint_dir,
+        checkpoints=from_flags(CheckpointSettings, load_dir=FLAGS.load_checkpoint_dir or checkpoint_dir,
                                 save_dir=FLAGS.save_checkpoint_dir or checkpoint_dir),
-        training=_from_flags(TrainingSettings, dropout_rates=dropout_rates_from_flags(), augment=FLAGS.augment or [],
+        training=from_flags(TrainingSettings, dropout_rates=dropout_rates_from_flags(), augment=FLAGS.augment or [],
                              summary_dir=FLAGS.summary_dir or os.path.join(DEFAULT_DATA_HOME, 'summaries')),
-        decoding=_from_flags(DecodingSettings),
-        export=_from_flags(ExportSettings),
-        session=_from_flags(SessionSettings, mixed_precision=mixed_precision_mode(FLAGS.automatic_mixed_precision)),
+        decoding=from_flags(DecodingSettings),
+        export=from_flags(ExportSettings),
+        session=from_flags(SessionSettings, mixed_precision=mixed_precision_mode(FLAGS.automatic_mixed_precision)),
         show_progressbar=FLAGS.show_progressbar,
     )
 
 
-def session_config(intra_op_threads=0, inter_op_threads=0, visible_gpu='', mixed_precision=None):
-    """A Session config; 0 threads lets TensorFlow choose (the Horovod seam passes per-rank shares
-    and the GPU of each rank); `mixed_precision` switches on that type's graph rewrite."""
-    return enable_in_session_config(tfv1.ConfigProto(
-        allow_soft_placement=True,
-        intra_op_parallelism_threads=intra_op_threads,
-        inter_op_parallelism_threads=inter_op_threads,
-        gpu_options=tfv1.GPUOptions(allow_growth=True, visible_device_list=visible_gpu)), mixed_precision)
+def settings_from_args(args):
+    """The Settings of the training flags in `args` (the others at their defaults; flags.create_flags() first),
+    for the tools that build the trainer's graph in process: the benchmarks and the profiler."""
+    FLAGS.unparse_flags()
+    FLAGS([sys.argv[0]] + [str(arg) for arg in args])
+    return settings_from_flags()

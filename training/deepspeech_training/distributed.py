@@ -20,6 +20,11 @@ INSTALL_HINT = ('--horovod needs Horovod built against this TensorFlow: run bin/
                 '--no-build-isolation horovod==0.28.1')
 
 
+def is_chief_rank(rank):
+    """The chief rule: rank 0 alone writes checkpoints, summaries, flags.txt and exports, and logs infos."""
+    return rank == 0
+
+
 class Single:
     """One process: every collective is the identity."""
     rank = 0
@@ -29,7 +34,7 @@ class Single:
 
     @property
     def is_chief(self):
-        return self.rank == 0
+        return is_chief_rank(self.rank)
 
     def process_name(self):
         """A name for this process's own files (e.g. its feature cache) that no other live process of
@@ -55,6 +60,10 @@ class Single:
 
     def gather(self, session, obj):
         return [obj]
+
+    def barrier(self, session):
+        """Return once every rank got here (a sum of nothing, so it rides on the seam's ops)."""
+        self.sum(session, [0.0])
 
     def check_same(self, session, what, values):
         """Raise if the ranks disagree on `values` (a guard: a disagreement means a hang next)."""
@@ -117,6 +126,15 @@ class RankDivergenceError(RuntimeError):
 # n_hidden 512, 1.02 -> 1.08x at 100 (doc/PERFORMANCE.rst). Given variables (or horovodrun
 # --cycle-time-ms / --fusion-threshold-mb) win.
 CPU_HOROVOD_SETTINGS = {'HOROVOD_CYCLE_TIME': '5', 'HOROVOD_FUSION_THRESHOLD': str(4 * 1024 * 1024)}
+
+
+# Horovod's own defaults, for what neither the environment nor CPU_HOROVOD_SETTINGS gives.
+HOROVOD_DEFAULTS = {'HOROVOD_CYCLE_TIME': '1', 'HOROVOD_FUSION_THRESHOLD': str(128 * 1024 * 1024)}
+
+
+def horovod_tuning():
+    """(cycle time in ms, fusion buffer in bytes) this process's Horovod runs with, as strings."""
+    return tuple(os.environ.get(name, default) for name, default in HOROVOD_DEFAULTS.items())
 
 
 def set_cpu_horovod_settings():

@@ -1,34 +1,16 @@
 """Graph pieces shared by training, validation and testing: an iterator per set behind one input
 (the set is chosen by feeding its iterator's handle), the forward pass with per-sample CTC loss, and
 the loop that runs a set's batches."""
-import os
 from dataclasses import dataclass
-from typing import Callable, List
 
 import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .config import session_config
 from .model import create_model, ctc_loss, dropout_placeholders, lstm_function
-from .data.feeding import changed_audio_error, create_dataset, endless
-from .util.logging import Progress, log_info
+from .data.feeding import changed_audio_error, endless
+from .util.logging import Progress
 from .data.samples import DataError
-
-
-@dataclass
-class InputSet:
-    """One set (a CSV, or the merged train CSVs) to feed: its records and batch plan."""
-    name: str
-    records: list
-    plan: Callable[[int], List[list]]     # epoch -> this rank's batches of record indices
-    batch_size: int
-    augmenter: object = None                # augmentations.Augmenter, for training only
-    feature_cache: object = None            # feature_cache.FeatureCache, for training only
-    make_dataset: Callable = create_dataset   # create_dataset's signature (a benchmark feeds cached batches)
-
-    def n_batches(self, epoch=0):
-        return len(self.plan(epoch))
 
 
 @dataclass
@@ -37,7 +19,7 @@ class SetIterator:
 
     Its initializer, run with `epoch` and `first_batch` fed, says where the set's (endless) dataset
     starts; feeding `handle` to `selector` makes the input read this set."""
-    input_set: InputSet
+    input_set: object       # data.plans.InputSet
     end_epoch: int = None   # the first epoch the run will not reach (None: not known)
     initializer: object = None
     epoch: object = None
@@ -178,20 +160,3 @@ def run_set(session, iterator, forward, epoch=0):
     for _ in set_steps(session, iterator, forward, epoch, totals=totals):
         pass
     return totals
-
-
-def create_session(dist, session_settings=None):
-    """A Session with this rank's thread shares and GPU; --intra/inter_op_parallelism_threads win, and
-    --automatic_mixed_precision's rewrite."""
-    intra, inter = dist.threads_per_process()
-    mixed_precision = None
-    if session_settings:
-        intra = session_settings.intra_op_parallelism_threads or intra
-        inter = session_settings.inter_op_parallelism_threads or inter
-        mixed_precision = session_settings.mixed_precision
-    if dist.size > 1:
-        log_info('{} rank(s) on this host: {} intra-op and {} inter-op thread(s) each; Horovod cycle time {} ms, '
-                 'fusion buffer {} bytes'.format(dist.local_size, intra, inter,
-                                                 os.environ.get('HOROVOD_CYCLE_TIME', '1'),
-                                                 os.environ.get('HOROVOD_FUSION_THRESHOLD', 128 * 1024 * 1024)))
-    return tfv1.Session(config=session_config(intra, inter, dist.visible_gpu(), mixed_precision))

@@ -6,16 +6,16 @@ lm_optimizer.py) --test_files dev.csv --scorer_path kenlm.scorer --checkpoint_di
 The acoustic model runs once on --test_files; its outputs are kept in memory and each trial decodes
 them with its alpha and beta (the log says what the acoustic pass would have added to each trial)."""
 import time
+from dataclasses import dataclass
 
 from absl import app, flags
 
 from . import distributed
-from .cli import make_decoder, read_set, run_script
-from .config import settings_from_flags
+from .checkpoints import open_checkpoint
+from .cli import make_decoder, read_test_sets, run_script
+from .config import from_flags, settings_from_flags
+from .data.plans import eval_set
 from .evaluate import acoustic_outputs, build_evaluation, decode_outputs, summarize
-from .flags import FLAGS, split_files
-from .graph import create_session
-from .trainer import eval_set
 from .util.logging import configure, log_info
 
 try:
@@ -24,20 +24,27 @@ except ImportError:     # an extra: pip install 'deepspeech_training[lm]'
     optuna = None
 
 
+@dataclass
+class SearchSettings:
+    """The search's own flags (main() defines them)."""
+    lm_alpha_max: float
+    lm_beta_max: float
+    n_trials: int
+
+
 def optimize(_):
     if optuna is None:
         raise SystemExit('lm_optimizer needs optuna: pip install "deepspeech_training[lm]" (bin/setup.sh installs it)')
-    if not (FLAGS.test_files and FLAGS.scorer_path):
+    settings, search = settings_from_flags(), from_flags(SearchSettings)
+    configure(show_progressbar=settings.show_progressbar)
+    test_sets = read_test_sets(settings.model) if settings.decoding.scorer_path else None
+    if not test_sets:
         raise app.UsageError('give --test_files (a dev set) and --scorer_path')
-    configure(show_progressbar=FLAGS.show_progressbar)
-    settings = settings_from_flags()
     single = distributed.Single()
-    sets = [eval_set(path, read_set([path], settings.model, FLAGS.limit_test, FLAGS.reverse_test, 'test'),
-                     FLAGS.test_batch_size, single) for path in split_files(FLAGS.test_files)]
+    sets = [eval_set(path, records, settings.decoding.test_batch_size, single) for path, records in test_sets.items()]
     decoder = make_decoder(settings)
-    forward, iterators, checkpointer, _ = build_evaluation(settings, sets, single)
-    with create_session(single, settings.session) as session:
-        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate)
+    forward, iterators = build_evaluation(settings, sets)
+    with open_checkpoint(settings, single) as session:
         started = time.time()
         outputs = []
         for iterator in iterators:
@@ -46,8 +53,8 @@ def optimize(_):
         acoustic_seconds = time.time() - started
 
         def objective(trial):
-            decoder.scorer.reset_params(trial.suggest_float('lm_alpha', 0, FLAGS.lm_alpha_max),
-                                        trial.suggest_float('lm_beta', 0, FLAGS.lm_beta_max))
+            decoder.scorer.reset_params(trial.suggest_float('lm_alpha', 0, search.lm_alpha_max),
+                                        trial.suggest_float('lm_beta', 0, search.lm_beta_max))
             trial_started = time.time()
             results = [r for o, records in outputs for r in decode_outputs(session, o, records, decoder, single)]
             if trial.number == 0:
@@ -55,8 +62,8 @@ def optimize(_):
                     acoustic_seconds, time.time() - trial_started))
             return summarize(results)[0]
 
-        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=FLAGS.random_seed))
-        study.optimize(objective, n_trials=FLAGS.n_trials)
+        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=settings.training.random_seed))
+        study.optimize(objective, n_trials=search.n_trials)
     log_info('Best params: lm_alpha={} and lm_beta={} with WER={}'.format(
         study.best_params['lm_alpha'], study.best_params['lm_beta'], study.best_value))
 

@@ -10,16 +10,17 @@ model's is resampled, with DeepSpeech's client's warning."""
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 
 import librosa
 import soundfile
 from absl import app, flags
 
 from .cli import make_decoder, run_script
-from .config import settings_from_flags
+from .config import from_flags, settings_from_flags
 from .data.audio import read_audio
 from .evaluate import transcribe
-from .flags import FLAGS, split_files
+from .flags import split_files
 from .util.logging import configure, log_warn
 
 
@@ -58,8 +59,17 @@ def read_resampled(wav, rate, normalize_sample_rate):
     return read_audio(wav, rate, normalize_sample_rate)
 
 
+@dataclass
+class TranscribeSettings:
+    """The tool's own flags (main() defines them)."""
+    src: str
+    max_piece_seconds: float
+    silence_top_db: float
+
+
 def transcribe_files(_):
-    if not FLAGS.src:
+    options = from_flags(TranscribeSettings)
+    if not options.src:
         raise app.UsageError('give --src: WAV file(s), comma-separated')
     configure(show_progressbar=False)
     settings = settings_from_flags()
@@ -67,14 +77,14 @@ def transcribe_files(_):
     rate = settings.model.sample_rate
     with tempfile.TemporaryDirectory() as scratch:
         jobs = []
-        for wav in split_files(FLAGS.src):
+        for wav in split_files(options.src):
             audio = read_resampled(wav, rate, settings.model.normalize_sample_rate)
-            for number, (start, end) in enumerate(pieces(audio, rate, FLAGS.max_piece_seconds, FLAGS.silence_top_db)):
+            for number, (start, end) in enumerate(pieces(audio, rate, options.max_piece_seconds, options.silence_top_db)):
                 path = os.path.join(scratch, '{}-{}.wav'.format(len(jobs), number))
                 soundfile.write(path, audio[start:end], rate, subtype='PCM_16')
                 jobs.append((wav, start / rate, end / rate, path))
         texts = transcribe(settings, [job[3] for job in jobs], decoder)
-    for wav in split_files(FLAGS.src):
+    for wav in split_files(options.src):
         log = [{'start': start, 'end': end, 'transcript': text}
                for (source, start, end, _), text in zip(jobs, texts) if source == wav]
         with open(tlog_path(wav), 'w') as out:

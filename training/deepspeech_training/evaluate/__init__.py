@@ -11,10 +11,11 @@ import tensorflow.compat.v1 as tfv1
 from ds_ctcdecoder import ctc_beam_search_decoder_batch
 
 from .. import distributed
-from ..checkpoints import Checkpointer
+from ..checkpoints import open_checkpoint
+from ..data.plans import eval_set
 from ..data.records import SampleRecord
-from ..graph import build_forward, build_input, create_session, set_steps
-from ..trainer import eval_set
+from ..graph import build_forward, build_input, set_steps
+from ..train_graph import checkpoint_variables
 from ..util.atomic import atomic_write
 from ..util.logging import log_info, log_report
 from ..util.text import labels_to_text
@@ -142,17 +143,13 @@ def write_test_output(path, results):
     log_info('Wrote {} test results to {}'.format(len(results), path))
 
 
-def build_evaluation(settings, sets, dist):
-    """The graph that decodes `sets` from a checkpoint: (forward pass, a SetIterator per set,
-    checkpointer, broadcast)."""
+def build_evaluation(settings, sets):
+    """The graph that decodes `sets` from a checkpoint: (forward pass, a SetIterator per set)."""
     tfv1.reset_default_graph()
     batch, iterators = build_input(sets, settings.model)
     forward = build_forward(batch, settings.model, settings.session.mixed_precision)
-    tfv1.train.get_or_create_global_step()
-    tfv1.get_variable('learning_rate', initializer=0.0, trainable=False)    # loaded with the checkpoint
-    checkpoints = settings.checkpoints
-    checkpointer = Checkpointer(checkpoints.load_dir, checkpoints.save_dir, checkpoints.max_to_keep, dist)
-    return forward, iterators, checkpointer, dist.broadcast_op()
+    checkpoint_variables(position=False)
+    return forward, iterators
 
 
 def test(dist, settings, test_sets, decoder):
@@ -160,11 +157,9 @@ def test(dist, settings, test_sets, decoder):
     DeepSpeech's report. Returns {name: (WER, CER, loss)} on the chief."""
     decoding = settings.decoding
     sets = [eval_set('Test ' + name, records, decoding.test_batch_size, dist) for name, records in test_sets.items()]
-    forward, iterators, checkpointer, broadcast = build_evaluation(settings, sets, dist)
+    forward, iterators = build_evaluation(settings, sets)
     all_results, metrics = [], {}
-    with create_session(dist, settings.session) as session:
-        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate)
-        session.run(broadcast)
+    with open_checkpoint(settings, dist) as session:
         for iterator, name in zip(iterators, test_sets):
             iterator.restart(end_epoch=1)     # one pass
             log_info('Testing model on {}'.format(name))
@@ -181,9 +176,7 @@ def transcribe(settings, wav_paths, decoder):
     """Transcripts of WAV files from the --load_evaluate checkpoint (the test graph, without labels)."""
     single = distributed.Single()
     records = [SampleRecord(path, 0, '', (0,), path, 0) for path in wav_paths]
-    forward, iterators, checkpointer, _ = build_evaluation(settings, [eval_set('Transcribing', records, 1, single)],
-                                                           single)
-    with create_session(single, settings.session) as session:
-        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate)
+    forward, iterators = build_evaluation(settings, [eval_set('Transcribing', records, 1, single)])
+    with open_checkpoint(settings, single) as session:
         iterators[0].restart(end_epoch=1)
         return [r.res for r in decode_set(session, iterators[0], forward, decoder, single, show_loss=False)]

@@ -20,10 +20,11 @@ import zipfile
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from ..checkpoints import Checkpointer
+from ..checkpoints import open_checkpoint
 from ..data.feeding import audio_to_features
 from ..distributed import Single
 from ..model import create_model, fused_lstm, unrolled_lstm
+from ..train_graph import checkpoint_variables
 from ..util.atomic import atomic_write
 from absl import logging as absl_logging
 
@@ -56,8 +57,7 @@ def create_inference_graph(config, n_steps=16, tflite=False):
     tf.nn.softmax(tf.squeeze(logits, [1]) if tflite else logits, name='logits')
     tf.identity(new_c, name='new_state_c')
     tf.identity(new_h, name='new_state_h')
-    tfv1.train.get_or_create_global_step()
-    tfv1.get_variable('learning_rate', initializer=0.0, trainable=False)    # loaded with the checkpoint
+    checkpoint_variables(position=False)
 
 
 def add_metadata(config, beam_width):
@@ -75,10 +75,7 @@ def frozen_graph(settings, tflite=False, announce=True):
     tfv1.reset_default_graph()
     create_inference_graph(settings.model, n_steps=settings.export.n_steps, tflite=tflite)
     add_metadata(settings.model, settings.export.export_beam_width)
-    checkpoints = settings.checkpoints
-    checkpointer = Checkpointer(checkpoints.load_dir, checkpoints.save_dir, 1, Single())
-    with tfv1.Session() as session:
-        checkpointer.load_for_evaluation(session, checkpoints.load_evaluate, announce=announce)
+    with open_checkpoint(settings, Single(), announce) as session:
         frozen = tfv1.graph_util.convert_variables_to_constants(
             session, session.graph.as_graph_def(), OUTPUT_NAMES + METADATA_NAMES)
     return tfv1.graph_util.extract_sub_graph(frozen, OUTPUT_NAMES + METADATA_NAMES)
