@@ -17,13 +17,12 @@ moments are optimizer state, taken from the newest).
 """
 import os
 import re
-import shutil
 
 import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .checkpoints import BEST_STATE, EPOCH_LOSS, EPOCH_POSITION, TRAIN_STATE
+from .checkpoints import EPOCH_LOSS, EPOCH_POSITION, name_alone
 
 KINDS = ('train', 'best_dev')
 # Variables that are state of the optimizer or of the loop, not of the model: copied from the newest input.
@@ -113,9 +112,5 @@ def average_checkpoints(checkpoint_dir, out_dir, count, kind='train'):
     name = 'best_dev-{}'.format(int(values.get('global_step', 0)))
     prefix = os.path.join(out_dir, name)
     write_checkpoint(values, prefix)
-    for state_file in (BEST_STATE, TRAIN_STATE):     # data first, then the state files naming it
-        tfv1.train.update_checkpoint_state(out_dir, name, [name], latest_filename=state_file)
-    flags = os.path.join(checkpoint_dir, 'flags.txt')
-    if os.path.isfile(flags):
-        shutil.copyfile(flags, os.path.join(out_dir, 'flags.txt'))
+    name_alone(out_dir, prefix, checkpoint_dir)     # data first, then the state files naming it
     return prefix, paths

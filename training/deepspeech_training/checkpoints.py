@@ -40,6 +40,9 @@ CUDNN_OPAQUE_ADAM = ('cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/
 # DeepSpeech 0.9's log lines, word for word, of a checkpoint that loads and of one that is not there.
 LOAD_MESSAGES = {'best': ('Loading best validating checkpoint from', 'Could not find best validating checkpoint.'),
                  'last': ('Loading most recent checkpoint from', 'Could not find most recent checkpoint.')}
+# Graph collection of the global variables train and best_dev checkpoints leave out: --ema_decay's averages,
+# saved apart (ema.py).
+SAVED_APART = 'saved_apart'
 CUDNN_MISSING = {'{}/{}/{}'.format(LSTM_SCOPE, variable, slot) for variable in ('kernel', 'bias')
                  for slot in ('Adam', 'Adam_1')}
 
@@ -48,7 +51,13 @@ class CheckpointError(RuntimeError):
     pass
 
 
-def _step(path):
+def saved_variables():
+    """The global variables a train or best_dev checkpoint holds: all but those SAVED_APART."""
+    apart = {variable.op.name for variable in tfv1.get_collection(SAVED_APART)}
+    return [variable for variable in tfv1.global_variables() if variable.op.name not in apart]
+
+
+def step_of(path):
     """The global step in a checkpoint name (`best_dev-120` -> 120), -1 if none."""
     try:
         return int(os.path.basename(path).rsplit('-', 1)[1])
@@ -56,7 +65,7 @@ def _step(path):
         return -1
 
 
-def _read_state(directory, state_file):
+def read_state(directory, state_file):
     """The names a state file lists, newest first; [] without one; None when it cannot be read
     (tf.train.get_checkpoint_state would return None for garbage, as for no file: silence)."""
     path = os.path.join(directory, state_file)
@@ -77,7 +86,7 @@ def _present(directory, kind):
     """The checkpoints of `kind` ('train' or 'best_dev') whose .index is in `directory`, newest step first:
     what an unreadable state file is rebuilt from."""
     prefixes = [index[:-len('.index')] for index in tf.io.gfile.glob(os.path.join(directory, kind + '-*.index'))]
-    return sorted((p for p in prefixes if _step(p) >= 0), key=_step, reverse=True)
+    return sorted((p for p in prefixes if step_of(p) >= 0), key=step_of, reverse=True)
 
 
 def _located(directory, name):
@@ -99,14 +108,14 @@ def _damage(path):
     try:
         reader = tf.train.load_checkpoint(path)
     except (tf.errors.OpError, ValueError) as error:
-        return '{} cannot be read ({})'.format(index, _op_error_cause(str(error)))
+        return '{} cannot be read ({})'.format(index, op_error_cause(str(error)))
     try:
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
     except (tf.errors.OpError, IndexError, ValueError) as error:    # IndexError: a data file cut short
         data = tf.io.gfile.glob(path + '.data-*')
         what = '{} is damaged or incomplete'.format(' / '.join(data)) if data else 'its data file is missing'
-        return '{} ({})'.format(what, _op_error_cause(str(error)))
+        return '{} ({})'.format(what, op_error_cause(str(error)))
     return None
 
 
@@ -124,8 +133,8 @@ def check_writable(directory, what):
 
 
 def checkpoint_bytes():
-    """Bytes one checkpoint of the current graph's global variables takes on disk (data files)."""
-    return sum(v.shape.num_elements() * v.dtype.base_dtype.size for v in tfv1.global_variables())
+    """Bytes one checkpoint of the current graph's saved variables takes on disk (data files)."""
+    return sum(v.shape.num_elements() * v.dtype.base_dtype.size for v in saved_variables())
 
 
 def check_space(directory, needed, what):
@@ -138,7 +147,7 @@ def check_space(directory, needed, what):
                               .format(directory, free / 1e6, what, needed / 1e6))
 
 
-def _op_error_cause(message):
+def op_error_cause(message):
     """The line of a TensorFlow op error that says what failed (it precedes the `[[{{node ...}}]]`
     line; the rest is the graph's Python traceback)."""
     lines = [line.strip() for line in message.splitlines()]
@@ -148,7 +157,7 @@ def _op_error_cause(message):
     return lines[0]
 
 
-def _remove_partial(prefix):
+def remove_partial(prefix):
     """Remove what a failed save of `prefix` left behind (its data files and the Saver's temp dir)."""
     for leftover in tf.io.gfile.glob(prefix + '.*') + tf.io.gfile.glob(prefix + '_temp*'):
         if tf.io.gfile.isdir(leftover):
@@ -163,15 +172,15 @@ def _dropped(variable, drop_source_layers):
 
 
 def restore(session, path, drop_source_layers=0, keep=(), load_cudnn=False):
-    """Restore every global variable from `path` but those in `keep` (except the dropped layers,
+    """Restore every saved variable from `path` but those in `keep` (except the dropped layers,
     which are initialised). A variable the checkpoint lacks is an error, never a silent
     re-initialisation, but for `learning_rate` (as DeepSpeech 0.9: older checkpoints have none), our
     `epoch_position` and `epoch_loss` (DeepSpeech's checkpoints have none) and, with `load_cudnn`, the LSTM's Adam
     moments. Variables the graph lacks are ignored, but for --layer_norm's: without them the model would
     compute something else than it was trained to."""
-    variables = [v for v in tfv1.global_variables() if v.op.name not in keep]
+    variables = [v for v in saved_variables() if v.op.name not in keep]
     in_checkpoint = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-    in_graph = {v.op.name for v in tfv1.global_variables()}
+    in_graph = {v.op.name for v in saved_variables()}
     unused_norms = sorted(name for name in in_checkpoint if _is_layer_norm(name) and name not in in_graph)
     if unused_norms:
         raise CheckpointError('checkpoint {} was trained with --layer_norm (it holds {}): add --layer_norm'.format(
@@ -226,6 +235,18 @@ def _initialise(session, variables, why):
                                                            ', '.join(v.op.name for v in variables)))
 
 
+def name_alone(directory, path, flags_dir):
+    """Make both state files of `directory` name checkpoint `path` alone (its data files written before),
+    so --load_evaluate best, last and auto all load it, and copy `flags_dir`'s flags.txt beside it."""
+    name = os.path.basename(path)
+    for state_file in (BEST_STATE, TRAIN_STATE):
+        tfv1.train.update_checkpoint_state(directory, name, [name], latest_filename=state_file)
+    flags = os.path.join(flags_dir, 'flags.txt')
+    if os.path.isfile(flags):
+        with open(flags, 'rb') as source, atomic_write(os.path.join(directory, 'flags.txt'), 'wb') as out:
+            shutil.copyfileobj(source, out)
+
+
 def _point_best_state_at(directory, path):
     """Atomically make `best_dev_checkpoint` name `path`, relative to `directory` (see the Savers)."""
     name = os.path.basename(path)
@@ -240,8 +261,9 @@ class Checkpointer:
         self.load_dir, self.save_dir, self.dist = load_dir, save_dir, dist
         # State files name checkpoints relative to their folder, so a checkpoint folder that is copied or
         # moved (to a cluster, into a release tarball) still names its own files.
-        self.train_saver = tfv1.train.Saver(max_to_keep=max_to_keep, save_relative_paths=True)
-        self.best_saver = tfv1.train.Saver(max_to_keep=1, save_relative_paths=True)
+        saved = saved_variables()
+        self.train_saver = tfv1.train.Saver(saved, max_to_keep=max_to_keep, save_relative_paths=True)
+        self.best_saver = tfv1.train.Saver(saved, max_to_keep=1, save_relative_paths=True)
         # Local variables hold Horovod's gradient accumulators; they are never saved.
         self.initializer = tf.group(tfv1.global_variables_initializer(), tfv1.local_variables_initializer())
         self.meta_graphs = {}   # saver -> (graph version, serialised MetaGraphDef)
@@ -276,7 +298,7 @@ class Checkpointer:
         present (with a warning, once). A newer file the state does not name (a crash before the state
         was written) is not taken."""
         state_file, kind = (TRAIN_STATE, 'train') if method == 'last' else (BEST_STATE, 'best_dev')
-        names = _read_state(directory, state_file)
+        names = read_state(directory, state_file)
         if names is None:
             path = os.path.join(directory, state_file)
             if path not in self.unreadable_states:
@@ -289,8 +311,8 @@ class Checkpointer:
             return []
         names = {os.path.basename(path) for path in listed}
         older = [path for path in _present(directory, kind)
-                 if os.path.basename(path) not in names and _step(path) < _step(listed[0])]
-        return listed[:1] + sorted(listed[1:] + older, key=_step, reverse=True)
+                 if os.path.basename(path) not in names and step_of(path) < step_of(listed[0])]
+        return listed[:1] + sorted(listed[1:] + older, key=step_of, reverse=True)
 
     def _newest(self, directory, method):
         """The newest checkpoint of kind `method` in `directory`, or None."""
@@ -343,7 +365,7 @@ class Checkpointer:
             damage = _damage(path)
             if damage is None:      # the files read: something else failed, say what
                 raise CheckpointError('could not restore checkpoint {}: {}'.format(
-                    path, _op_error_cause(error.message))) from None
+                    path, op_error_cause(error.message))) from None
             log_warn('cannot load checkpoint {}: {}; skipping it'.format(path, damage))
             return False
 
@@ -366,7 +388,7 @@ class Checkpointer:
         except tf.errors.OpError as error:
             raise CheckpointError('cannot reload best_dev {} on a plateau: {}. Put back a good copy of it, or remove '
                                   'its files and {} (the next validation then saves a new best_dev), and rerun the '
-                                  'same command'.format(path, _damage(path) or _op_error_cause(error.message),
+                                  'same command'.format(path, _damage(path) or op_error_cause(error.message),
                                                         BEST_LOSS_FILE)) from None
 
     def _save_or_stop(self, kind, step, save):
@@ -377,8 +399,8 @@ class Checkpointer:
         except (tf.errors.OpError, OSError) as error:
             name = '{}-{}'.format(kind, step)
             if self._recorded_best().get('checkpoint') != name:   # a recorded best_dev is complete: kept
-                _remove_partial(os.path.join(self.save_dir, name))
-            reason = _op_error_cause(error.message) if isinstance(error, tf.errors.OpError) else error.strerror
+                remove_partial(os.path.join(self.save_dir, name))
+            reason = op_error_cause(error.message) if isinstance(error, tf.errors.OpError) else error.strerror
             raise CheckpointError('could not save the {} checkpoint of step {} to {}: {}. Training stopped; the '
                                   'previous checkpoints are intact: free some space and rerun the same command to '
                                   'resume from them'.format(kind, step, self.save_dir, reason)) from None
@@ -451,7 +473,7 @@ class Checkpointer:
                 os.path.join(self.save_dir, BEST_LOSS_FILE)))
             record = {}
         path = self._newest(self.save_dir, 'best')
-        if record and (path is None or _step(record.get('checkpoint')) > _step(path)):
+        if record and (path is None or step_of(record.get('checkpoint')) > step_of(path)):
             path = self._adopt_recorded_best(record) or path
         if path is None:
             return math.inf
@@ -473,7 +495,7 @@ class Checkpointer:
         if not self.is_chief:
             yield False
             return
-        variables = tfv1.global_variables()
+        variables = saved_variables()
         values = session.run(variables)
         path = self._newest(self.save_dir, 'best')
         try:

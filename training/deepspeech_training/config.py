@@ -68,6 +68,7 @@ class TrainingSettings:
     beta1: float
     beta2: float
     epsilon: float
+    ema_decay: float            # 0: off
     dropout_rates: tuple        # layers 1-6, -1 resolved to --dropout_rate
     random_seed: int
     shuffle_batches: bool

@@ -102,6 +102,9 @@ def create_flags():
     f.DEFINE_float('beta1', 0.9, 'Adam beta 1')
     f.DEFINE_float('beta2', 0.999, 'Adam beta 2')
     f.DEFINE_float('epsilon', 1e-8, 'Adam epsilon')
+    f.DEFINE_float('ema_decay', 0.0, 'keep an exponential moving average of the weights with this decay per update '
+                   '(e.g. 0.999), saved at each train checkpoint as <checkpoint dir>/ema/best_dev-<step>, a checkpoint '
+                   'folder test and export load (0: off)')
     f.DEFINE_float('dropout_rate', 0.05, 'dropout rate of layer 1 (and the default of the other -1 rates)')
     f.DEFINE_float('dropout_rate2', -1.0, 'dropout rate of layer 2 (-1: --dropout_rate)')
     f.DEFINE_float('dropout_rate3', -1.0, 'dropout rate of layer 3 (-1: --dropout_rate)')
@@ -286,6 +289,7 @@ def _register_validators():
         flags.register_validator(name, _existing_files,
                                  message='names a CSV file that does not exist (check the path; several '
                                          'files are separated by commas)')
+    flags.register_validator('ema_decay', lambda decay: 0.0 <= decay < 1.0, message='must be in [0, 1)')
     flags.register_validator('read_buffer', _size_ok, message='must be a size above 0, e.g. 1MB, 512KB or 4096')
     for name in ['scorer_path', 'one_shot_infer']:
         flags.register_validator(name, lambda path: not path or os.path.isfile(path), message='file not found')
@@ -310,6 +314,11 @@ def _register_validators():
         message='--horovod_elastic needs --horovod (horovodrun -np 2 --min-np 1 --host-discovery-script ... python '
                 'DeepSpeech.py --horovod --horovod_elastic ...), and no --horovod_backward_passes_per_step (its '
                 'partial sums are not kept over a reset)')
+    flags.register_multi_flags_validator(
+        ['ema_decay', 'horovod_backward_passes_per_step'],
+        lambda v: not (v['ema_decay'] and v['horovod_backward_passes_per_step'] > 1),
+        message='--ema_decay does not work with --horovod_backward_passes_per_step (the weights change only every '
+                'k-th batch, but the average would be updated at every batch): leave out one of them')
     flags.register_multi_flags_validator(
         ['train_cudnn', 'lstm_impl'], lambda v: not v['train_cudnn'] or v['lstm_impl'] != 'scan',
         message='--train_cudnn is --lstm_impl fused: leave out one of them')

@@ -11,6 +11,7 @@ import tensorflow.compat.v1 as tfv1
 
 from . import precision
 from .checkpoints import EPOCH_LOSS, EPOCH_POSITION
+from .ema import WeightAverage
 from .graph import Forward, build_forward
 
 
@@ -94,6 +95,7 @@ class TrainGraph:
     train_op: object
     feed: dict              # the dropout rates of training
     precision: str          # None (float32), or --automatic_mixed_precision's 16-bit type
+    average: WeightAverage = None   # --ema_decay's, updated by train_op after each update; None when off
 
     def fetches(self):
         """What a training step fetches: the update, and the step, rate and loss it reports."""
@@ -117,5 +119,10 @@ def build_train_graph(batch, config, training, dist, mixed_precision, steps_per_
     if training.horovod_fp16_compression:
         gradients = finite_gradients(gradients)
     train_op = optimizer.apply_gradients(gradients, global_step=variables.global_step)
+    average = None
+    if training.ema_decay:
+        # The trainable variables are the model's weights (the loop's and the optimizer's are not trainable).
+        average = WeightAverage(training.ema_decay, tfv1.trainable_variables(), variables.global_step, train_op)
+        train_op = average.train_op
     return TrainGraph(forward, variables, rate, gradients, train_op,
-                      dict(zip(forward.dropout_rates, training.dropout_rates)), mixed_precision)
+                      dict(zip(forward.dropout_rates, training.dropout_rates)), mixed_precision, average)

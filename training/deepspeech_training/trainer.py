@@ -13,6 +13,7 @@ import tensorflow.compat.v1 as tfv1
 
 from .checkpoints import Checkpointer, check_space, checkpoint_bytes
 from .data.plans import eval_set, train_set
+from .ema import AverageCheckpoint
 from .graph import LossTotals, build_input, run_set, seed_graph, set_steps
 from .session import create_session
 from .stopping import Interrupted, StopRequests
@@ -51,8 +52,10 @@ class Trainer:
         self.epoch_totals = LossTotals()   # this rank's, of the current epoch's batches run by this run
         self.broadcast = dist.broadcast_op()
         self.checkpointer = Checkpointer.from_settings(settings.checkpoints, dist)
-        if dist.is_chief:
-            check_space(settings.checkpoints.save_dir, 2 * checkpoint_bytes(), 'checkpoints')
+        self.average = self.step.average and AverageCheckpoint.from_settings(self.step.average, settings.checkpoints,
+                                                                             dist)
+        if dist.is_chief:   # a train and a best_dev checkpoint, and the average's
+            check_space(settings.checkpoints.save_dir, (2 + bool(self.average)) * checkpoint_bytes(), 'checkpoints')
         self.summaries = Summaries(training.summary_dir, dist)
         self.session, self.last_save = None, None
 
@@ -63,6 +66,9 @@ class Trainer:
         with create_session(self.dist, self.settings.session) as self.session, StopRequests() as self.stop_requests:
             loaded = self.checkpointer.load_for_training(self.session, checkpoints.load_train,
                                                          checkpoints.drop_source_layers, checkpoints.load_cudnn)
+            if self.average:
+                from_checkpoint = loaded not in ('init', 'broadcast from rank 0') and not checkpoints.drop_source_layers
+                self.average.resume(self.session, self._global_step(), from_checkpoint)
             startup.mark('graph')
             if training.force_initialize_learning_rate:
                 self.variables.set_learning_rate(self.session, training.learning_rate)
@@ -198,6 +204,8 @@ class Trainer:
         ranks are stopping). Returns the checkpoint's path (None on other ranks than the chief)."""
         self._store_position(state.progress)
         path = self.checkpointer.save_train(self.session, self.variables.global_step)
+        if self.average:
+            self.average.save(self.session, self._global_step())
         self.last_save = time.time()
         if commit:
             state.commit()      # a rank failing from here on takes the others back to this step

@@ -1,0 +1,114 @@
+"""--ema_decay (deepspeech_training/ema.py): the average follows each update by TensorFlow's formula, a
+resumed run continues it (or restarts it from the loaded weights when there is none of that step),
+training and its checkpoints are those of a run without the flag, and the `ema/` folder tests like any
+checkpoint folder. Tiny models on the three bundled utterances, all three in one batch: one step an epoch."""
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import SMOKE_CSV, run_deepspeech, tiny_model_flags
+
+N_HIDDEN = 16
+DECAY = 0.5
+LSTM = 'cudnn_lstm/rnn/multi_rnn_cell/cell_0/cudnn_compatible_lstm_cell/'
+# DeepSpeech 0.9's model weights (GUIDE section 4): what is averaged; everything else is the train checkpoint's
+WEIGHTS = {'layer_{}/{}'.format(layer, kind) for layer in (1, 2, 3, 5, 6) for kind in ('weights', 'bias')} | {
+    LSTM + 'kernel', LSTM + 'bias'}
+
+
+def read(prefix):
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def train(checkpoints, *flags):
+    """One epoch (one step) into `checkpoints`, resuming from what is there; the run's output."""
+    return run_deepspeech('--n_hidden', N_HIDDEN, '--dropout_rate', 0, '--checkpoint_dir', checkpoints,
+                          '--summary_dir', checkpoints.parent / 'summaries', '--train_files', SMOKE_CSV,
+                          '--train_batch_size', 3, '--epochs', 1, *flags).output
+
+
+def averaged(previous, weights, step):
+    """TensorFlow's update of `previous` towards `weights` at global step `step` (num_updates), in float32:
+    average -= (average - weights) x (1 - min(decay, (1 + step) / (10 + step)))."""
+    decay = min(np.float32(DECAY), np.float32(1 + step) / np.float32(10 + step))
+    return previous - (previous - weights) * (np.float32(1) - decay)
+
+
+@pytest.fixture(scope='module')
+def first(tmp_path_factory):
+    """One step with --ema_decay: its checkpoint folder."""
+    checkpoints = tmp_path_factory.mktemp('first') / 'checkpoints'
+    train(checkpoints, '--ema_decay', DECAY)
+    return checkpoints
+
+
+def resumed(first, tmp_path, keep_average=True):
+    """A copy of `first` trained one more step with --ema_decay (without `first`'s average unless
+    `keep_average`): (its folder, the run's output)."""
+    checkpoints = tmp_path / 'checkpoints'
+    shutil.copytree(str(first), str(checkpoints))
+    if not keep_average:
+        shutil.rmtree(str(checkpoints / 'ema'))
+    return checkpoints, train(checkpoints, '--ema_decay', DECAY)
+
+
+def test_the_average_is_its_own_checkpoint_of_the_weights_averages_and_the_train_checkpoints_other_variables(first):
+    average, trained = read(first / 'ema' / 'best_dev-1'), read(first / 'train-1')
+    assert set(average) == set(trained) and WEIGHTS < set(average)
+    for name, value in average.items():
+        assert np.array_equal(value, trained[name]) != (name in WEIGHTS), name
+    for state_file in ('checkpoint', 'best_dev_checkpoint'):
+        assert (first / 'ema' / state_file).read_text() == ('model_checkpoint_path: "best_dev-1"\n'
+                                                            'all_model_checkpoint_paths: "best_dev-1"\n')
+    assert (first / 'ema' / 'flags.txt').read_text() == (first / 'flags.txt').read_text()
+
+
+def test_a_resumed_run_continues_the_average_by_the_exact_update(first, tmp_path):
+    checkpoints, output = resumed(first, tmp_path)
+    assert 'Restored the weight average (--ema_decay) of step 1 from {}'.format(
+        checkpoints / 'ema' / 'best_dev-1') in output
+    before, weights, average = (read(first / 'ema' / 'best_dev-1'), read(checkpoints / 'train-2'),
+                                read(checkpoints / 'ema' / 'best_dev-2'))
+    for name in WEIGHTS:
+        np.testing.assert_allclose(average[name], averaged(before[name], weights[name], 2), rtol=1e-6, atol=1e-7,
+                                   err_msg=name)
+    assert not (checkpoints / 'ema' / 'best_dev-1.index').exists()     # one average kept
+
+
+def test_without_an_average_of_the_loaded_step_it_restarts_from_the_loaded_weights(first, tmp_path):
+    checkpoints, output = resumed(first, tmp_path, keep_average=False)
+    assert 'The weight average (--ema_decay) restarts from the loaded weights: {} holds no average of step 1'.format(
+        checkpoints / 'ema') in output
+    loaded, weights, average = (read(checkpoints / 'train-1'), read(checkpoints / 'train-2'),
+                                read(checkpoints / 'ema' / 'best_dev-2'))
+    for name in WEIGHTS:
+        np.testing.assert_allclose(average[name], averaged(loaded[name], weights[name], 2), rtol=1e-6, atol=1e-7,
+                                   err_msg=name)
+
+
+def test_training_and_its_checkpoints_are_those_of_a_run_without_the_flag(first, tmp_path):
+    train(tmp_path / 'checkpoints')
+    with_average, without = read(first / 'train-1'), read(tmp_path / 'checkpoints' / 'train-1')
+    assert set(with_average) == set(without)
+    assert not any('ExponentialMovingAverage' in name for name in with_average)
+    for name, value in without.items():
+        assert np.array_equal(with_average[name], value), name
+    assert not (tmp_path / 'checkpoints' / 'ema').exists()
+
+
+def test_the_average_folder_tests_as_a_checkpoint_folder(first):
+    run = run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', first / 'ema', '--test_files', SMOKE_CSV)
+    assert 'Loading best validating checkpoint from {}'.format(first / 'ema' / 'best_dev-1') in run.output
+    assert 'Test on {} - WER:'.format(SMOKE_CSV) in run.output
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--ema_decay', 1], 'flag --ema_decay=1.0: must be in [0, 1)'),
+    (['--horovod', '--horovod_backward_passes_per_step', 2, '--ema_decay', 0.9],
+     '--ema_decay does not work with --horovod_backward_passes_per_step')])
+def test_a_decay_of_one_and_gradient_accumulation_are_refused(tmp_path, flags, message):
+    run = run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_CSV, *flags, check=False)
+    assert run.returncode != 0 and message in run.output
