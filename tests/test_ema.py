@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import SMOKE_CSV, run_deepspeech, tiny_model_flags
+from conftest import SMOKE_CSV, run_deepspeech, run_horovod, tiny_model_flags
 
 N_HIDDEN = 16
 DECAY = 0.5
@@ -112,3 +112,18 @@ def test_the_average_folder_tests_as_a_checkpoint_folder(first):
 def test_a_decay_of_one_and_gradient_accumulation_are_refused(tmp_path, flags, message):
     run = run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_CSV, *flags, check=False)
     assert run.returncode != 0 and message in run.output
+
+
+@pytest.mark.slow
+def test_two_horovod_ranks_keep_and_resume_the_average(tmp_path):
+    """Rank 0 writes ema/ (its broadcast gave rank 1 the same averages, which only matters when rank 1 is
+    the one that goes on: not visible here); a resumed 2-rank run continues the average."""
+    flags = [*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_CSV, '--epochs', 1, '--ema_decay', DECAY]
+    run_horovod(2, *flags)
+    resumed_run = run_horovod(2, *flags)
+    checkpoints = tmp_path / 'checkpoints'
+    assert 'Restored the weight average (--ema_decay) of step 1 from {}'.format(
+        checkpoints / 'ema' / 'best_dev-1') in resumed_run.output
+    assert sorted(p.name for p in (checkpoints / 'ema').iterdir()) == [
+        'best_dev-2.data-00000-of-00001', 'best_dev-2.index', 'best_dev_checkpoint', 'checkpoint', 'flags.txt']
+    assert set(read(checkpoints / 'ema' / 'best_dev-2')) == set(read(checkpoints / 'train-2'))
