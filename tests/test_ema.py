@@ -80,13 +80,29 @@ def test_a_resumed_run_continues_the_average_by_the_exact_update(first, tmp_path
 
 def test_without_an_average_of_the_loaded_step_it_restarts_from_the_loaded_weights(first, tmp_path):
     checkpoints, output = resumed(first, tmp_path, keep_average=False)
-    assert 'The weight average (--ema_decay) restarts from the loaded weights: {} holds no average of step 1'.format(
-        checkpoints / 'ema') in output
+    assert ('The weight average (--ema_decay) restarts from the loaded weights: no readable average of step 1 '
+            'in {}'.format(checkpoints / 'ema')) in output
     loaded, weights, average = (read(checkpoints / 'train-1'), read(checkpoints / 'train-2'),
                                 read(checkpoints / 'ema' / 'best_dev-2'))
     for name in WEIGHTS:
         np.testing.assert_allclose(average[name], averaged(loaded[name], weights[name], 2), rtol=1e-6, atol=1e-7,
                                    err_msg=name)
+
+
+@pytest.mark.parametrize('damage', ['truncate', 'remove_index'])
+def test_a_damaged_average_is_named_and_restarted_from_the_loaded_weights(first, tmp_path, damage):
+    copy = tmp_path / 'first'
+    shutil.copytree(str(first), str(copy))
+    prefix = copy / 'ema' / 'best_dev-1'
+    if damage == 'truncate':
+        data = prefix.with_name('best_dev-1.data-00000-of-00001')
+        data.write_bytes(data.read_bytes()[:100])
+    else:
+        prefix.with_name('best_dev-1.index').unlink()
+    checkpoints, output = resumed(copy, tmp_path)
+    assert 'W cannot load the weight average {}: '.format(checkpoints / 'ema' / 'best_dev-1') in output
+    assert 'restarts from the loaded weights: no readable average of step 1' in output
+    assert (checkpoints / 'ema' / 'best_dev-2.index').exists()
 
 
 def test_training_and_its_checkpoints_are_those_of_a_run_without_the_flag(first, tmp_path):

@@ -80,21 +80,26 @@ class AverageCheckpoint:
 
     def resume(self, session, step, loaded_checkpoint):
         """On the chief, after the load (the caller broadcasts): the average of `<load_dir>/ema/` when it is
-        of the loaded `step`, else the weights as they are now (fresh or `loaded_checkpoint`'s)."""
+        of the loaded `step`, else the weights as they are now (fresh, or those of `loaded_checkpoint`)."""
         if not self.dist.is_chief:
             return
         path = self._newest(self.load_dir)
-        if loaded_checkpoint and path and step_of(path) == step:
-            try:
-                self.restorer.restore(session, path)
-                log_info('Restored the weight average (--ema_decay) of step {} from {}'.format(step, path))
-                return
-            except tf.errors.OpError as error:
-                log_warn('cannot load the weight average {}: {}'.format(path, op_error_cause(error.message)))
+        if loaded_checkpoint and path and step_of(path) == step and self._restored(session, path):
+            log_info('Restored the weight average (--ema_decay) of step {} from {}'.format(step, path))
+            return
         session.run(self.average.restart_op)
         if loaded_checkpoint:
-            log_info('The weight average (--ema_decay) restarts from the loaded weights: {} holds no average of '
-                     'step {}'.format(self.load_dir, step))
+            log_info('The weight average (--ema_decay) restarts from the loaded weights: no readable average of '
+                     'step {} in {}'.format(step, self.load_dir))
+
+    def _restored(self, session, path):
+        """Whether the averages could be restored from `path` (a damaged one is named in a warning)."""
+        try:
+            self.restorer.restore(session, path)
+            return True
+        except (tf.errors.OpError, ValueError) as error:     # ValueError: its .index is missing
+            log_warn('cannot load the weight average {}: {}'.format(path, op_error_cause(str(error))))
+            return False
 
     @staticmethod
     def _newest(directory):

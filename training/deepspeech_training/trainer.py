@@ -52,8 +52,8 @@ class Trainer:
         self.epoch_totals = LossTotals()   # this rank's, of the current epoch's batches run by this run
         self.broadcast = dist.broadcast_op()
         self.checkpointer = Checkpointer.from_settings(settings.checkpoints, dist)
-        self.average = self.step.average and AverageCheckpoint.from_settings(self.step.average, settings.checkpoints,
-                                                                             dist)
+        self.average = (AverageCheckpoint.from_settings(self.step.average, settings.checkpoints, dist)
+                        if self.step.average else None)
         if dist.is_chief:   # a train and a best_dev checkpoint, and the average's
             check_space(settings.checkpoints.save_dir, (2 + bool(self.average)) * checkpoint_bytes(), 'checkpoints')
         self.summaries = Summaries(training.summary_dir, dist)
