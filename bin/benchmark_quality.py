@@ -17,7 +17,8 @@ run itself), with beam search of --beam_width, and with --scorer also beam searc
 training transcripts (built once per corpus with data/lm/generate_lm.py and bin/generate_scorer_package.py)
 at the alpha and beta lm_optimizer.py finds on dev in --lm_trials trials. With --average K the mean of the
 run's last K train checkpoints (bin/average_checkpoints.py) is tested the same ways (with the best-dev
-checkpoint's alpha and beta), a row of its own ("<label> avg K").
+checkpoint's alpha and beta), a row of its own ("<label> avg K"); so is the weight average of a
+configuration trained with --ema_decay (its `ema/` checkpoint, "<label> ema").
 
 Reports per configuration and decoding the test WER and CER (mean and spread over the seeds: one seed tells
 little, runs of one configuration differ by several points of WER), the last dev loss, the training wall
@@ -194,6 +195,9 @@ def run_once(label, ranks, flags, seed, csvs, args):
             mean_dir = averaged(checkpoint_dir, run_dir, args.average)
             result['averaged'] = tester.decodings(mean_dir, 'averaged', lm_weights=result['lm_weights'])[0] \
                 if mean_dir else {}
+        ema_dir = os.path.join(checkpoint_dir, 'ema')     # written by --ema_decay
+        if os.path.isdir(ema_dir):
+            result['ema'] = tester.decodings(ema_dir, 'ema', lm_weights=result['lm_weights'])[0]
         result['test_s'] = time.time() - started
         with open(result_path, 'w') as out:
             json.dump(result, out)
@@ -201,8 +205,8 @@ def run_once(label, ranks, flags, seed, csvs, args):
 
 
 def summary(label, ranks, runs, checkpoint, average):
-    """Mean and sd over `runs` of each decoding's WER and CER of `checkpoint` ('single': best dev, or
-    'averaged': the mean of the last `average`)."""
+    """Mean and sd over `runs` of each decoding's WER and CER of `checkpoint` ('single': best dev,
+    'averaged': the mean of the last `average`, 'ema': the weight average of --ema_decay)."""
     def spread(values):
         values = [v for v in values if v is not None]
         if not values:
@@ -215,7 +219,8 @@ def summary(label, ranks, runs, checkpoint, average):
             measures[decoding + '_' + metric], measures[decoding + '_' + metric + '_sd'] = spread(values)
     last_dev = [r['dev_losses'][-1] for r in runs if r['dev_losses']]
     wers = [r.get(checkpoint, {}).get('greedy', {}).get('wer') for r in runs]
-    return dict(measures, label=label if checkpoint == 'single' else '{} avg{}'.format(label, average), np=ranks,
+    names = dict(single=label, averaged='{} avg{}'.format(label, average), ema=label + ' ema')
+    return dict(measures, label=names[checkpoint], np=ranks,
                 checkpoint=checkpoint, runs=len(runs), failed=wers.count(None),
                 wall_s=spread([r['wall_s'] for r in runs])[0] if checkpoint == 'single' else None,
                 last_dev_loss=statistics.mean(last_dev) if last_dev and checkpoint == 'single' else None,
@@ -290,13 +295,16 @@ def main(argv=None):
         for label, ranks, flags in configs:
             runs.append(run_once(label, ranks, flags, seed, csvs, args))
             run = runs[-1]
-            print('{} seed {}: WER {}{} in {:.0f} s (exit {}{})'.format(
+            print('{} seed {}: WER {}{}{} in {:.0f} s (exit {}{})'.format(
                 label, seed, wers(run['single']), '; mean of the last {}: {}'.format(args.average, wers(
-                    run.get('averaged', {}))) if args.average else '', run['wall_s'], run['exit_code'],
+                    run.get('averaged', {}))) if args.average else '',
+                '; weight average: ' + wers(run['ema']) if 'ema' in run else '', run['wall_s'], run['exit_code'],
                 ', reused' if run.get('reused') else ''), flush=True)
-    checkpoints = ('single', 'averaged') if args.average else ('single',)
-    summaries = [summary(label, ranks, [r for r in runs if r['label'] == label], checkpoint, args.average)
-                 for label, ranks, _ in configs for checkpoint in checkpoints]
+    summaries = []
+    for label, ranks, _ in configs:
+        mine = [r for r in runs if r['label'] == label]
+        checkpoints = ['single'] + ['averaged'] * bool(args.average) + ['ema'] * any('ema' in r for r in mine)
+        summaries += [summary(label, ranks, mine, checkpoint, args.average) for checkpoint in checkpoints]
     text = table(summaries)
     with open(os.path.join(args.out_dir, 'quality.txt'), 'w') as out:
         out.write(text + '\n')

@@ -131,12 +131,12 @@ def test_step_profile_puts_every_matmul_in_bfloat16_with_the_flag_and_none_witho
 
 
 def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished_runs(tmp_path):
-    """Tiny: one process and two Horovod ranks, greedy, beam and beam + scorer, the best-dev checkpoint and the
-    mean of the last two."""
+    """Tiny: one process and two Horovod ranks, greedy, beam and beam + scorer, the best-dev checkpoint, the
+    mean of the last two and (two ranks, --ema_decay) the weight average."""
     out = tmp_path / 'results'
     recipe = os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')
     command = [sys.executable, os.path.join(ROOT, 'bin', 'benchmark_quality.py'), '--configs',
-               'defaults=;recipe@2=--flagfile {}'.format(recipe),
+               'defaults=;recipe@2=--flagfile {} --ema_decay 0.9'.format(recipe),
                '--seeds', 1, '--utterances', 20, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out,
                '--scorer', '--lm_trials', 2, '--beam_width', 8, '--average', 2,
                '--base_flags', '--n_hidden 16 --train_batch_size 4 --dev_batch_size 4 --test_batch_size 4 --epochs 2']
@@ -146,14 +146,15 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     assert [column + ' ' + metric for column, metric in re.findall(r'(\w+) (WER|CER) \(sd\)', table[0])] == [
         decoding + ' ' + metric for decoding in ('greedy', 'beam', 'scorer') for metric in ('WER', 'CER')]
     assert [line.split()[:3] for line in table[2:]] == [['defaults', '1', '1'], ['defaults', 'avg2', '1'],
-                                                      ['recipe', '2', '1'], ['recipe', 'avg2', '2']]
+                                                      ['recipe', '2', '1'], ['recipe', 'avg2', '2'],
+                                                      ['recipe', 'ema', '2']]
     report = json.loads((out / 'quality.json').read_text())
     runs = report['runs']
     assert [(r['label'], r['np'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [
         ('defaults', 1, 1, 0, 2), ('recipe', 2, 1, 0, 2)]
     for r in runs:
         assert len(r['dev_losses']) == 2 and r['wall_s'] > 0 and r['test_s'] > 0 and len(r['lm_weights']) == 2
-        for checkpoint in ('single', 'averaged'):
+        for checkpoint in ('single', 'averaged') + (('ema',) if r['label'] == 'recipe' else ()):
             assert sorted(r[checkpoint]) == ['beam', 'greedy', 'scorer']
             assert all(0 <= m['wer'] and 0 <= m['cer'] for m in r[checkpoint].values())
     assert all(s['failed'] == 0 for s in report['summaries'])
