@@ -16,13 +16,12 @@ input folder's flags.txt is copied beside it. The inputs must hold the same vari
 moments are optimizer state, taken from the newest).
 """
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .checkpoints import EPOCH_LOSS, EPOCH_POSITION, name_alone
+from .checkpoints import EPOCH_LOSS, EPOCH_POSITION, name_alone, present
 
 KINDS = ('train', 'best_dev')
 # Variables that are state of the optimizer or of the loop, not of the model: copied from the newest input.
@@ -40,14 +39,12 @@ def last_checkpoints(directory, kind, count):
     measurement."""
     if kind not in KINDS:
         raise AveragingError('kind must be one of {}, not {!r}'.format(', '.join(KINDS), kind))
-    pattern = re.compile(r'^{}-(\d+)\.index$'.format(re.escape(kind)))
-    steps = sorted(int(m.group(1)) for m in map(pattern.match, tf.io.gfile.listdir(directory)) if m) \
-        if tf.io.gfile.isdir(directory) else []
-    if len(steps) < count:
+    found = present(directory, kind)
+    if len(found) < count:
         raise AveragingError('{} {} checkpoint(s) in {}, {} asked to average (a run keeps the last --max_to_keep '
-                             'train checkpoints, default 5, and one best_dev)'.format(len(steps), kind, directory,
+                             'train checkpoints, default 5, and one best_dev)'.format(len(found), kind, directory,
                                                                                       count))
-    return [os.path.join(directory, '{}-{}'.format(kind, step)) for step in steps[len(steps) - count:]]
+    return found[:count][::-1]     # oldest first
 
 
 def is_averaged(name, dtype):

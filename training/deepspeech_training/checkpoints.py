@@ -82,9 +82,9 @@ def read_state(directory, state_file):
     return [state.model_checkpoint_path] + older
 
 
-def _present(directory, kind):
+def present(directory, kind):
     """The checkpoints of `kind` ('train' or 'best_dev') whose .index is in `directory`, newest step first:
-    what an unreadable state file is rebuilt from."""
+    what an unreadable state file is rebuilt from, and what checkpoint averaging reads."""
     prefixes = [index[:-len('.index')] for index in tf.io.gfile.glob(os.path.join(directory, kind + '-*.index'))]
     return sorted((p for p in prefixes if step_of(p) >= 0), key=step_of, reverse=True)
 
@@ -305,12 +305,12 @@ class Checkpointer:
                 self.unreadable_states.add(path)
                 log_warn('{} cannot be read (damaged?): using the {}-* checkpoints present instead, newest step '
                          'first; the next save rewrites it'.format(path, kind))
-            return _present(directory, kind)
+            return present(directory, kind)
         listed = [_located(directory, name) for name in names]
         if not listed:
             return []
         names = {os.path.basename(path) for path in listed}
-        older = [path for path in _present(directory, kind)
+        older = [path for path in present(directory, kind)
                  if os.path.basename(path) not in names and step_of(path) < step_of(listed[0])]
         return listed[:1] + sorted(listed[1:] + older, key=step_of, reverse=True)
 
