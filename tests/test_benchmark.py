@@ -131,33 +131,16 @@ def test_step_profile_puts_every_matmul_in_bfloat16_with_the_flag_and_none_witho
 
 
 def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished_runs(tmp_path):
-    """Tiny: one process and two Horovod ranks, greedy, beam and beam + scorer, the best-dev checkpoint, the
-    mean of the last two and (two ranks, --ema_decay) the weight average."""
+    """Tiny: two Horovod ranks with --ema_decay, greedy, beam and beam + scorer, the best-dev checkpoint, the mean
+    of the last two and the weight average; then --resume adds a one-process configuration and trains only it."""
     out = tmp_path / 'results'
     recipe = os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')
-    command = [sys.executable, os.path.join(ROOT, 'bin', 'benchmark_quality.py'), '--configs',
-               'defaults=;recipe@2=--flagfile {} --ema_decay 0.9'.format(recipe),
+    two_ranks = 'recipe@2=--flagfile {} --ema_decay 0.9'.format(recipe)
+    command = [sys.executable, os.path.join(ROOT, 'bin', 'benchmark_quality.py'), '--configs', two_ranks,
                '--seeds', 1, '--utterances', 20, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out,
                '--scorer', '--lm_trials', 2, '--beam_width', 8, '--average', 2,
                '--base_flags', '--n_hidden 16 --train_batch_size 4 --dev_batch_size 4 --test_batch_size 4 --epochs 2']
     run_command(command, timeout=600)
-    table = (out / 'quality.txt').read_text().splitlines()
-    assert table[0].split()[:3] == ['configuration', 'np', 'runs']
-    assert [column + ' ' + metric for column, metric in re.findall(r'(\w+) (WER|CER) \(sd\)', table[0])] == [
-        decoding + ' ' + metric for decoding in ('greedy', 'beam', 'scorer') for metric in ('WER', 'CER')]
-    assert [line.split()[:3] for line in table[2:]] == [['defaults', '1', '1'], ['defaults', 'avg2', '1'],
-                                                      ['recipe', '2', '1'], ['recipe', 'avg2', '2'],
-                                                      ['recipe', 'ema', '2']]
-    report = json.loads((out / 'quality.json').read_text())
-    runs = report['runs']
-    assert [(r['label'], r['np'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [
-        ('defaults', 1, 1, 0, 2), ('recipe', 2, 1, 0, 2)]
-    for r in runs:
-        assert len(r['dev_losses']) == 2 and r['wall_s'] > 0 and r['test_s'] > 0 and len(r['lm_weights']) == 2
-        for checkpoint in ('single', 'averaged') + (('ema',) if r['label'] == 'recipe' else ()):
-            assert sorted(r[checkpoint]) == ['beam', 'greedy', 'scorer']
-            assert all(0 <= m['wer'] and 0 <= m['cer'] for m in r[checkpoint].values())
-    assert all(s['failed'] == 0 for s in report['summaries'])
     recipe_run = out / 'runs' / 'recipe-seed1'
     assert 'x 2 rank(s)' in (recipe_run / 'output.txt').read_text()
     assert (recipe_run / 'averaged' / 'best_dev_checkpoint').is_file()
@@ -165,12 +148,30 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     used = (recipe_run / 'checkpoints' / 'flags.txt').read_text().splitlines()
     with open(recipe) as flagfile:
         assert set(line.strip() for line in flagfile if line.startswith('--')) <= set(used)
-    assert (out / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-    # a second seed of the first configuration with --resume trains only that seed
+    # --resume with a one-process configuration added trains only that one
     again = command[:]
-    again[again.index('--configs') + 1], again[again.index('--seeds') + 1] = 'defaults=', 2
+    again[again.index('--configs') + 1] = two_ranks + ';defaults='
     output = run_command(again + ['--resume'], timeout=600).output
-    assert output.count('(exit 0, reused)') == 1 and output.count('seed 2: WER') == 1
+    assert output.count('(exit 0, reused)') == 1 and output.count('recipe seed 1: WER') == 1
+    assert output.count('defaults seed 1: WER') == 1
+    table = (out / 'quality.txt').read_text().splitlines()
+    assert table[0].split()[:3] == ['configuration', 'np', 'runs']
+    assert [column + ' ' + metric for column, metric in re.findall(r'(\w+) (WER|CER) \(sd\)', table[0])] == [
+        decoding + ' ' + metric for decoding in ('greedy', 'beam', 'scorer') for metric in ('WER', 'CER')]
+    assert [line.split()[:3] for line in table[2:]] == [['recipe', '2', '1'], ['recipe', 'avg2', '2'],
+                                                      ['recipe', 'ema', '2'], ['defaults', '1', '1'],
+                                                      ['defaults', 'avg2', '1']]
+    report = json.loads((out / 'quality.json').read_text())
+    runs = report['runs']
+    assert [(r['label'], r['np'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [
+        ('recipe', 2, 1, 0, 2), ('defaults', 1, 1, 0, 2)]
+    for r in runs:
+        assert len(r['dev_losses']) == 2 and r['wall_s'] > 0 and r['test_s'] > 0 and len(r['lm_weights']) == 2
+        for checkpoint in ('single', 'averaged') + (('ema',) if r['label'] == 'recipe' else ()):
+            assert sorted(r[checkpoint]) == ['beam', 'greedy', 'scorer']
+            assert all(0 <= m['wer'] and 0 <= m['cer'] for m in r[checkpoint].values())
+    assert all(s['failed'] == 0 for s in report['summaries'])
+    assert (out / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
 def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(tmp_path):
