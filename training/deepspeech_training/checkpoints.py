@@ -238,19 +238,39 @@ def _initialise(session, variables, why):
 def name_alone(directory, path, flags_dir):
     """Make both state files of `directory` name checkpoint `path` alone (its data files written before),
     so --load_evaluate best, last and auto all load it, and copy `flags_dir`'s flags.txt beside it."""
-    name = os.path.basename(path)
     for state_file in (BEST_STATE, TRAIN_STATE):
-        tfv1.train.update_checkpoint_state(directory, name, [name], latest_filename=state_file)
+        point_state_at(directory, path, state_file)
     flags = os.path.join(flags_dir, 'flags.txt')
     if os.path.isfile(flags):
         with open(flags, 'rb') as source, atomic_write(os.path.join(directory, 'flags.txt'), 'wb') as out:
             shutil.copyfileobj(source, out)
 
 
-def _point_best_state_at(directory, path):
-    """Atomically make `best_dev_checkpoint` name `path`, relative to `directory` (see the Savers)."""
+def point_state_at(directory, path, state_file):
+    """Atomically make `state_file` of `directory` name checkpoint `path` alone, relative to the folder (see
+    the Savers), so the folder can be moved."""
     name = os.path.basename(path)
-    tfv1.train.update_checkpoint_state(directory, name, [name], latest_filename=BEST_STATE)
+    tfv1.train.update_checkpoint_state(directory, name, [name], latest_filename=state_file)
+
+
+def save_or_stop(save, description, save_dir, remove_partial_files):
+    """Run `save()`; when it fails (a full disk, a lost mount) call `remove_partial_files()` and stop training:
+    the state files still name the previous, complete checkpoints."""
+    try:
+        return save()
+    except (tf.errors.OpError, OSError) as error:
+        remove_partial_files()
+        reason = op_error_cause(error.message) if isinstance(error, tf.errors.OpError) else error.strerror
+        raise CheckpointError('could not save {} to {}: {}. Training stopped; the previous checkpoints are '
+                              'intact: free some space and rerun the same command to resume from them'.format(
+                                  description, save_dir, reason)) from None
+
+
+def remove_superseded(previous, path):
+    """Remove checkpoint `previous`'s files once `path`, which replaces it, is written and named."""
+    if previous and os.path.basename(previous) != os.path.basename(path):
+        for old in tf.io.gfile.glob(previous + '.*'):
+            tf.io.gfile.remove(old)
 
 
 class Checkpointer:
@@ -392,18 +412,13 @@ class Checkpointer:
                                                         BEST_LOSS_FILE)) from None
 
     def _save_or_stop(self, kind, step, save):
-        """Run `save()`; when it fails (a full disk, a lost mount) remove its partial files and stop
-        training: the state files still name the previous, complete checkpoints."""
-        try:
-            return save()
-        except (tf.errors.OpError, OSError) as error:
-            name = '{}-{}'.format(kind, step)
+        name = '{}-{}'.format(kind, step)
+
+        def remove_partial_files():
             if self._recorded_best().get('checkpoint') != name:   # a recorded best_dev is complete: kept
                 remove_partial(os.path.join(self.save_dir, name))
-            reason = op_error_cause(error.message) if isinstance(error, tf.errors.OpError) else error.strerror
-            raise CheckpointError('could not save the {} checkpoint of step {} to {}: {}. Training stopped; the '
-                                  'previous checkpoints are intact: free some space and rerun the same command to '
-                                  'resume from them'.format(kind, step, self.save_dir, reason)) from None
+        return save_or_stop(save, 'the {} checkpoint of step {}'.format(kind, step), self.save_dir,
+                            remove_partial_files)
 
     def save_train(self, session, global_step):
         if not self.is_chief:
@@ -420,16 +435,14 @@ class Checkpointer:
         previous = self._newest(self.save_dir, 'best')
         step = session.run(global_step)
         path = self._save_or_stop('best_dev', step, lambda: self._write_best(session, step, dev_loss))
-        if previous and os.path.basename(previous) != os.path.basename(path):
-            for old in tf.io.gfile.glob(previous + '.*'):
-                tf.io.gfile.remove(old)
+        remove_superseded(previous, path)
         return path
 
     def _write_best(self, session, step, dev_loss):
         # Data files, then the loss record, then the state file: each step is complete before the next.
         path = self._save(self.best_saver, session, os.path.join(self.save_dir, 'best_dev'), step, write_state=False)
         self._write_record(path, dev_loss)
-        _point_best_state_at(self.save_dir, path)
+        point_state_at(self.save_dir, path, BEST_STATE)
         return path
 
     def _write_record(self, path, dev_loss):
@@ -443,7 +456,7 @@ class Checkpointer:
         path = os.path.join(self.save_dir, record.get('checkpoint') or 'missing')
         if not tf.io.gfile.exists(path + '.index'):
             return None
-        _point_best_state_at(self.save_dir, path)
+        point_state_at(self.save_dir, path, BEST_STATE)
         log_warn('{} did not name the last best_dev checkpoint {}; it does now'.format(BEST_STATE, path))
         return path
 

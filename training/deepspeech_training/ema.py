@@ -17,8 +17,8 @@ import os
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .checkpoints import (BEST_STATE, SAVED_APART, CheckpointError, name_alone, op_error_cause, read_state,
-                          remove_partial, saved_variables, step_of)
+from .checkpoints import (BEST_STATE, SAVED_APART, name_alone, op_error_cause, read_state, remove_partial,
+                          remove_superseded, save_or_stop, saved_variables, step_of)
 from .util.logging import log_info, log_warn
 
 FOLDER = 'ema'
@@ -63,19 +63,15 @@ class AverageCheckpoint:
         os.makedirs(self.save_dir, exist_ok=True)
         previous = self._newest(self.save_dir)
         prefix = os.path.join(self.save_dir, 'best_dev-{}'.format(step))
-        try:
-            path = self.saver.save(session, os.path.join(self.save_dir, 'best_dev'), global_step=step,
-                                   write_meta_graph=False, write_state=False)
-            name_alone(self.save_dir, path, self.flags_dir)
-        except (tf.errors.OpError, OSError) as error:
-            remove_partial(prefix)
-            reason = op_error_cause(error.message) if isinstance(error, tf.errors.OpError) else error.strerror
-            raise CheckpointError('could not save the weight average of step {} to {}: {}. Training stopped; the '
-                                  'previous checkpoints are intact: free some space and rerun the same command to '
-                                  'resume from them'.format(step, self.save_dir, reason)) from None
-        if previous and os.path.basename(previous) != os.path.basename(path):
-            for old in tf.io.gfile.glob(previous + '.*'):
-                tf.io.gfile.remove(old)
+        path = save_or_stop(lambda: self._write(session, step), 'the weight average of step {}'.format(step),
+                            self.save_dir, lambda: remove_partial(prefix))
+        remove_superseded(previous, path)
+        return path
+
+    def _write(self, session, step):
+        path = self.saver.save(session, os.path.join(self.save_dir, 'best_dev'), global_step=step,
+                               write_meta_graph=False, write_state=False)
+        name_alone(self.save_dir, path, self.flags_dir)
         return path
 
     def resume(self, session, step, loaded_checkpoint):
