@@ -15,26 +15,15 @@ import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
+from .ranks import OneProcess
+
 INSTALL_HINT = ('--horovod needs Horovod built against this TensorFlow: run bin/setup.sh (it builds '
                 'horovod==0.28.1 with Gloo), or HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 pip install '
                 '--no-build-isolation horovod==0.28.1')
 
 
-def is_chief_rank(rank):
-    """The chief rule: rank 0 alone writes checkpoints, summaries, flags.txt and exports, and logs infos."""
-    return rank == 0
-
-
-class Single:
+class Single(OneProcess):
     """One process: every collective is the identity."""
-    rank = 0
-    size = 1
-    local_rank = 0
-    local_size = 1
-
-    @property
-    def is_chief(self):
-        return is_chief_rank(self.rank)
 
     def process_name(self):
         """A name for this process's own files (e.g. its feature cache) that no other live process of

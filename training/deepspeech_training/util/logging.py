@@ -9,9 +9,9 @@ import sys
 
 import progressbar
 
-from ..distributed import Single, is_chief_rank
+from ..ranks import OneProcess, is_chief_rank
 
-_state = {'dist': Single(), 'show_progressbar': True, 'tagged': False, 'logs_to_stderr': False, 'log_level': 1}
+_state = {'dist': OneProcess(), 'show_progressbar': True, 'tagged': False, 'logs_to_stderr': False, 'log_level': 1}
 # --log_level as DeepSpeech 0.9 read it for its own lines too: a line shows when its level is at least this.
 LEVELS = {'I': 1, 'W': 2, 'E': 3}
 
@@ -27,7 +27,7 @@ def configure(dist=None, show_progressbar=True, env=None, logs_to_stderr=False, 
     """Log as `dist`'s rank (anything with `rank` and `size`; None: one process); infos and bars to stderr
     too if `logs_to_stderr` (stdout is then the command's result alone); only lines of LEVELS `log_level`
     or above (--log_level: 2 hides the infos, 3 the warnings too, as in DeepSpeech 0.9)."""
-    _state.update(dist=dist or Single(), show_progressbar=show_progressbar,
+    _state.update(dist=dist or OneProcess(), show_progressbar=show_progressbar,
                   tagged=launcher_tags_lines(os.environ if env is None else env), logs_to_stderr=logs_to_stderr,
                   log_level=log_level)
 
