@@ -132,7 +132,8 @@ def test_step_profile_puts_every_matmul_in_bfloat16_with_the_flag_and_none_witho
 
 def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished_runs(tmp_path):
     """Tiny: two Horovod ranks with --ema_decay, greedy, beam and beam + scorer, the best-dev checkpoint, the mean
-    of the last two and the weight average; then --resume adds a one-process configuration and trains only it."""
+    of the last two and the weight average; then the same command with --resume trains nothing. (One process
+    differs only in its command: test_configurations_name_their_ranks_and_flags.)"""
     out = tmp_path / 'results'
     recipe = os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')
     two_ranks = 'recipe@2=--flagfile {} --ema_decay 0.9'.format(recipe)
@@ -148,30 +149,38 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     used = (recipe_run / 'checkpoints' / 'flags.txt').read_text().splitlines()
     with open(recipe) as flagfile:
         assert set(line.strip() for line in flagfile if line.startswith('--')) <= set(used)
-    # --resume with a one-process configuration added trains only that one
-    again = command[:]
-    again[again.index('--configs') + 1] = two_ranks + ';defaults='
-    output = run_command(again + ['--resume'], timeout=600).output
-    assert output.count('(exit 0, reused)') == 1 and output.count('recipe seed 1: WER') == 1
-    assert output.count('defaults seed 1: WER') == 1
+    first_table = (out / 'quality.txt').read_text()
+    output = run_command(command + ['--resume'], timeout=600).output
+    assert output.count('(exit 0, reused)') == 1 and output.count('seed 1: WER') == 1
+    assert (out / 'quality.txt').read_text() == first_table
     table = (out / 'quality.txt').read_text().splitlines()
     assert table[0].split()[:3] == ['configuration', 'np', 'runs']
     assert [column + ' ' + metric for column, metric in re.findall(r'(\w+) (WER|CER) \(sd\)', table[0])] == [
         decoding + ' ' + metric for decoding in ('greedy', 'beam', 'scorer') for metric in ('WER', 'CER')]
     assert [line.split()[:3] for line in table[2:]] == [['recipe', '2', '1'], ['recipe', 'avg2', '2'],
-                                                      ['recipe', 'ema', '2'], ['defaults', '1', '1'],
-                                                      ['defaults', 'avg2', '1']]
+                                                      ['recipe', 'ema', '2']]
     report = json.loads((out / 'quality.json').read_text())
     runs = report['runs']
-    assert [(r['label'], r['np'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [
-        ('recipe', 2, 1, 0, 2), ('defaults', 1, 1, 0, 2)]
+    assert [(r['label'], r['np'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [('recipe', 2, 1, 0, 2)]
     for r in runs:
         assert len(r['dev_losses']) == 2 and r['wall_s'] > 0 and r['test_s'] > 0 and len(r['lm_weights']) == 2
-        for checkpoint in ('single', 'averaged') + (('ema',) if r['label'] == 'recipe' else ()):
+        for checkpoint in ('single', 'averaged', 'ema'):
             assert sorted(r[checkpoint]) == ['beam', 'greedy', 'scorer']
             assert all(0 <= m['wer'] and 0 <= m['cer'] for m in r[checkpoint].values())
     assert all(s['failed'] == 0 for s in report['summaries'])
     assert (out / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.mark.fast
+def test_configurations_name_their_ranks_and_flags():
+    """`label=flags` runs on --np ranks (one process by default), `label@N=flags` on N; labels must differ."""
+    sys.path.insert(0, os.path.join(ROOT, 'bin'))
+    import benchmark_quality
+    assert benchmark_quality.parse_configs('one=--epochs 3; two@2=--train_batch_size 8 ;plain=') == [
+        ('one', 1, ['--epochs', '3']), ('two', 2, ['--train_batch_size', '8']), ('plain', 1, [])]
+    assert [ranks for _, ranks, _ in benchmark_quality.parse_configs('a=;b@1=', ranks=4)] == [4, 1]
+    with pytest.raises(SystemExit, match='labels must differ: a, a'):
+        benchmark_quality.parse_configs('a=;a@2=')
 
 
 def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(tmp_path):
