@@ -1,7 +1,8 @@
 """Who is who among the ranks, without TensorFlow: the chief rule and one process's ranks.
 
 distributed.py builds its seam on these; util/logging.py asks them at every message, so the tools that
-log but do not train (the importers, play.py) start without importing TensorFlow (2-3 s of a start)."""
+log but do not train (the importers: bin/import_*.py) start without importing TensorFlow (2-3 s of a
+start)."""
 
 
 def is_chief_rank(rank):
