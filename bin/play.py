@@ -31,7 +31,7 @@ from deepspeech_training.entry import quiet_tensorflow  # noqa: E402
 quiet_tensorflow('2')     # augmentations.py imports TensorFlow: as the entry points do, without its start-up noise
 import numpy as np  # noqa: E402
 import soundfile  # noqa: E402
-from ds_ctcdecoder import UTF8Alphabet  # noqa: E402
+from deepspeech_training.util.alphabet import UTF8Alphabet  # noqa: E402
 
 from deepspeech_training.data import opus, sdb  # noqa: E402
 from deepspeech_training.data.audio import AudioError, RecordAudio  # noqa: E402

@@ -53,8 +53,8 @@ def optimize(_):
         acoustic_seconds = time.time() - started
 
         def objective(trial):
-            decoder.scorer.reset_params(trial.suggest_float('lm_alpha', 0, search.lm_alpha_max),
-                                        trial.suggest_float('lm_beta', 0, search.lm_beta_max))
+            decoder.set_lm_weights(trial.suggest_float('lm_alpha', 0, search.lm_alpha_max),
+                                   trial.suggest_float('lm_beta', 0, search.lm_beta_max))
             trial_started = time.time()
             results = [r for o, records in outputs for r in decode_outputs(session, o, records, decoder, single)]
             if trial.number == 0:

@@ -1,18 +1,21 @@
-"""Loading the KenLM scorer package for beam search, checked first in a child process.
+"""Loading a DeepSpeech 0.9 KenLM scorer package for beam search, checked first in a child process.
 
-ds_ctcdecoder aborts the whole process (an uncaught C++ exception) on a scorer whose KenLM part is
-truncated or damaged, so the package is opened once in a throw-away child before this process
-touches it: a bad file becomes a clear error at start, not a crash hours into a run.
+The package (lm/package_format.py) gives flashlight-text's decoder its two parts: the KenLM model, which
+flashlight's KenLM opens from the package file as it is (KenLM stops reading where its model ends), and
+the vocabulary, whose spellings become the lexicon trie that keeps the beam inside it, as DeepSpeech's
+dictionary FST did. KenLM may crash the process (not raise) on a truncated or damaged model, so the
+package is opened once in a throw-away child before this process touches it: a bad file becomes a clear
+error at start, not a crash hours into a run.
 """
-import mmap
 import os
-import struct
 import subprocess
 import sys
 
-import numpy as np
-from ds_ctcdecoder import Scorer, UTF8Alphabet
+from flashlight.lib.text.decoder import KenLM, Trie
+from flashlight.lib.text.dictionary import Dictionary
 
+from .lm.package_format import PackageFormatError, read_package
+from .util.alphabet import UTF8Alphabet
 from .util.text import load_alphabet
 
 
@@ -20,60 +23,52 @@ class ScorerError(ValueError):
     pass
 
 
-def _open(path, alpha, beta, alphabet):
-    try:
-        return Scorer(alpha, beta, path, alphabet)
-    except ValueError as error:
-        raise ScorerError('cannot load scorer {}: {} (expected a scorer package made by '
-                          'bin/generate_scorer_package.py)'.format(path, error)) from None
+class Scorer:
+    """A package loaded for decoding: `lm` (flashlight's KenLM over the package's words), `trie` (their
+    spellings in alphabet labels, each ending in the word's index), `alpha` (weight of the natural-log
+    LM probability, as DeepSpeech's) and `beta` (bonus per word)."""
+
+    def __init__(self, path, alpha, beta, alphabet):
+        try:
+            contents = read_package(path)
+        except (OSError, PackageFormatError) as error:
+            raise ScorerError('cannot load scorer {}: {} (expected a scorer package made by '
+                              'bin/generate_scorer_package.py)'.format(path, error)) from None
+        self.path, self.utf8_mode = path, contents.utf8_mode
+        self.default_alpha, self.default_beta = contents.alpha, contents.beta
+        self.alpha = contents.alpha if alpha is None else alpha
+        self.beta = contents.beta if beta is None else beta
+        self.words = Dictionary()
+        self.trie = Trie(alphabet.GetSize() + 1, alphabet.GetSpaceLabel())
+        for index, spelling in enumerate(contents.spellings):
+            self.words.add_entry(word_text(alphabet, spelling, contents.utf8_mode), index)
+            self.trie.insert(list(spelling), index, 0.0)
+        self.spellings = contents.spellings
+        try:
+            self.lm = KenLM(path, self.words)
+        except RuntimeError as error:
+            raise ScorerError('cannot load scorer {}: its KenLM model does not load ({})'.format(path, error)) from None
 
 
-# DeepSpeech 0.9's package: the KenLM binary, then this header ('TRIE', version 6, UTF-8 mode, alpha,
-# beta), then the word dictionary as an aligned OpenFST ConstFst whose labels are alphabet labels + 1.
-HEADER = struct.pack('<ii', 0x54524945, 6)
-HEADER_SIZE = 25
-FST_MAGIC = struct.pack('<i', 2125659606)
-STATE = np.dtype([('final', '<f4'), ('first_arc', '<u4'), ('arcs', '<u4'), ('in_eps', '<u4'), ('out_eps', '<u4')])
-ARC = np.dtype([('ilabel', '<i4'), ('olabel', '<i4'), ('weight', '<f4'), ('next', '<i4')])
+def word_text(alphabet, spelling, utf8_mode):
+    """The word KenLM knows for a spelling: its characters, without the space that ends it."""
+    return alphabet.Decode(spelling if utf8_mode else spelling[:-1])
 
 
-def dictionary_labels(path):
-    """(every label of the package's dictionary, the labels that end a word), read from the file:
-    ds_ctcdecoder has no way to tell which alphabet a package was made with. None if not found."""
-    with open(path, 'rb') as package, mmap.mmap(package.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        start = data.rfind(HEADER)
-        while start >= 0 and data[start + HEADER_SIZE:start + HEADER_SIZE + 4] != FST_MAGIC:
-            start = data.rfind(HEADER, 0, start)
-        if start < 0:
-            return None
-        position = start + HEADER_SIZE + 4
-        for _ in range(2):   # the fst type and arc type strings
-            position += 4 + struct.unpack_from('<i', data, position)[0]
-        _, _, _, _, n_states, n_arcs = struct.unpack_from('<iiQqqq', data, position)
-        position += 40
-        position += -position % 16
-        states = np.frombuffer(data, STATE, n_states, position).copy()
-        position += n_states * STATE.itemsize
-        position += -position % 16
-        arcs = np.frombuffer(data, ARC, n_arcs, position).copy()
-    finals = np.flatnonzero(np.isfinite(states['final']))
-    return set(np.unique(arcs['ilabel']).tolist()), set(np.unique(arcs['ilabel'][np.isin(arcs['next'], finals)]).tolist())
-
-
-def check_dictionary(path, alphabet, alphabet_path):
+def check_dictionary(scorer, alphabet, alphabet_path):
     """A package made with another alphabet spells words with labels this one lacks, or ends them
     with another label than this alphabet's space."""
-    found = dictionary_labels(path)
-    if found is None or isinstance(alphabet, UTF8Alphabet):
+    if scorer.utf8_mode or isinstance(alphabet, UTF8Alphabet) or not scorer.spellings:
         return
-    labels, word_ends = found
-    space = alphabet.GetSpaceLabel() + 1
-    if max(labels) > alphabet.GetSize() or word_ends - {space}:
+    labels = {label for spelling in scorer.spellings for label in spelling}
+    word_ends = {spelling[-1] for spelling in scorer.spellings}
+    space = alphabet.GetSpaceLabel()
+    if max(labels) >= alphabet.GetSize() or word_ends - {space}:
         raise ScorerError('scorer {} was made with another alphabet: its words use labels up to {} and end with '
                           'label(s) {}, but {} has {} labels with the space at {} (rebuild the scorer with '
                           'bin/generate_scorer_package.py --alphabet {})'.format(
-                              path, max(labels) - 1, sorted(w - 1 for w in word_ends), alphabet_path,
-                              alphabet.GetSize(), space - 1, alphabet_path))
+                              scorer.path, max(labels), sorted(word_ends), alphabet_path,
+                              alphabet.GetSize(), space, alphabet_path))
 
 
 def check_scorer(path, alphabet_path, bytes_output_mode):
@@ -86,7 +81,7 @@ def check_scorer(path, alphabet_path, bytes_output_mode):
         raise ScorerError('scorer {} is damaged: opening it crashed the decoder (signal {}); rebuild it with '
                           'data/lm/generate_lm.py and bin/generate_scorer_package.py'.format(path, -child.returncode))
     if child.returncode != 0:
-        raise ScorerError(child.stdout.strip().splitlines()[-1])
+        raise ScorerError((child.stdout.strip().splitlines() or ['scorer {} failed to load'.format(path)])[-1])
     utf8_mode = child.stdout.split()[-1] == 'True'
     if utf8_mode != bytes_output_mode:
         raise ScorerError('scorer {} was made for {} but this model predicts {} (see --bytes_output_mode and '
@@ -96,19 +91,24 @@ def check_scorer(path, alphabet_path, bytes_output_mode):
 
 
 def load_scorer(path, alpha, beta, alphabet_path, bytes_output_mode):
+    """The Scorer of the package at `path` (alpha/beta None: the package's defaults), checked."""
     check_scorer(path, alphabet_path, bytes_output_mode)
     alphabet = load_alphabet(alphabet_path, bytes_output_mode)
-    check_dictionary(path, alphabet, alphabet_path)
-    return _open(path, alpha, beta, alphabet)
+    scorer = Scorer(path, alpha, beta, alphabet)
+    check_dictionary(scorer, alphabet, alphabet_path)
+    return scorer
 
 
 def _child(path, alphabet_path, bytes_output_mode):
     try:
-        scorer = _open(path, 1.0, 1.0, load_alphabet(alphabet_path, bytes_output_mode))
-    except (ScorerError, ValueError) as error:
+        scorer = Scorer(path, None, None, load_alphabet(alphabet_path, bytes_output_mode))
+        state = scorer.lm.start(False)
+        for index in range(min(3, len(scorer.spellings))):    # reads the model's n-gram tables
+            state, _ = scorer.lm.score(state, index)
+    except ValueError as error:
         print(error)
         sys.exit(1)
-    print('order', scorer.get_max_order(), 'utf8', scorer.is_utf8_mode())
+    print('words', len(scorer.spellings), 'utf8', scorer.utf8_mode)
 
 
 if __name__ == '__main__':

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-from ds_ctcdecoder import UTF8Alphabet
 
+from ..util.alphabet import UTF8Alphabet
 from ..util.text import TranscriptError, transcript_to_labels
 
 

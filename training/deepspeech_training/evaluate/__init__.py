@@ -8,9 +8,9 @@ from dataclasses import dataclass, asdict
 import jiwer
 import numpy as np
 import tensorflow.compat.v1 as tfv1
-from ds_ctcdecoder import ctc_beam_search_decoder_batch
 
 from .. import distributed
+from ..beam_search import BeamSearch
 from ..checkpoints import open_checkpoint
 from ..data.plans import eval_set
 from ..data.records import SampleRecord
@@ -37,7 +37,7 @@ class SampleResult:
 
 def greedy_decode(probs, alphabet):
     """Best path: argmax per frame, merge repeats, drop the blank (the last class).
-    Written here because it is three lines; beam search goes through ds_ctcdecoder."""
+    Written here because it is three lines; beam search goes through flashlight-text (beam_search.py)."""
     best = np.argmax(probs, axis=1)
     blank = probs.shape[1] - 1
     keep = [label for i, label in enumerate(best) if label != blank and (i == 0 or label != best[i - 1])]
@@ -45,23 +45,29 @@ def greedy_decode(probs, alphabet):
 
 
 class Decoder:
-    """CTC decoding as `settings` (DecodingSettings) ask: ds_ctcdecoder's beam search (with the KenLM
-    scorer if given, several processes per batch), or the greedy best path with beam width 1 and no scorer."""
+    """CTC decoding as `settings` (DecodingSettings) ask: DeepSpeech's beam search (with the KenLM
+    scorer if given), or the greedy best path with beam width 1 and no scorer."""
 
     def __init__(self, alphabet, settings, scorer=None):
         self.alphabet, self.settings, self.scorer = alphabet, settings, scorer
-        self.processes = os.cpu_count() or 1
+        self.beam_search = self.make_beam_search()
+
+    def make_beam_search(self):
+        settings = self.settings
+        if settings.beam_width == 1 and self.scorer is None:
+            return None
+        return BeamSearch(self.alphabet, settings.beam_width, settings.cutoff_prob, settings.cutoff_top_n, self.scorer)
+
+    def set_lm_weights(self, alpha, beta):
+        """Decode with the scorer's alpha and beta set to these (lm_optimizer's trials)."""
+        self.scorer.alpha, self.scorer.beta = alpha, beta
+        self.beam_search = self.make_beam_search()
 
     def decode(self, probs, lengths):
         """probs [batch, time, classes] (softmax), lengths [batch] -> one transcript per sample."""
-        settings = self.settings
-        if settings.beam_width == 1 and self.scorer is None:
+        if self.beam_search is None:
             return [greedy_decode(p[:n], self.alphabet) for p, n in zip(probs, lengths)]
-        results = ctc_beam_search_decoder_batch(
-            np.ascontiguousarray(probs, np.float64), list(lengths), self.alphabet, settings.beam_width,
-            num_processes=self.processes, cutoff_prob=settings.cutoff_prob, cutoff_top_n=settings.cutoff_top_n,
-            scorer=self.scorer)
-        return [beams[0][1] if beams else '' for beams in results]
+        return [self.beam_search.decode(p[:n]) for p, n in zip(probs, lengths)]
 
 
 def score(result):

@@ -1,15 +1,12 @@
 """Make a DeepSpeech 0.9 scorer package (.scorer) from a KenLM binary LM and its vocabulary.
 
 DeepSpeech 0.9's generate_scorer_package (C++), in Python. The package is the lm.binary followed by
-what ds_ctcdecoder's Scorer::save_dictionary appends: a header (int32 magic 'TRIE', int32 version 6,
-bool UTF-8 mode, float64 default alpha, float64 default beta) and the word dictionary, an OpenFST
-ConstFst written aligned. DeepSpeech 0.9's decoders and ds_ctcdecoder.Scorer load it as is.
+what DeepSpeech's Scorer::save_dictionary appends: a header and the word dictionary, an OpenFST ConstFst
+written aligned (lm/package_format.py). DeepSpeech 0.9's decoders and clients load it as is.
 
-ds_ctcdecoder's Scorer.fill_dictionary cannot be called from Python (SWIG has no conversion for its
-std::unordered_set<std::string> argument, and save_dictionary without a dictionary segfaults), so
-the dictionary is built here: the minimal deterministic acceptor of the words' label sequences, the
-same automaton the C++ tool gets from OpenFST's Determinize and Minimize. The written package is
-loaded back with ds_ctcdecoder before this tool reports success.
+The dictionary is the minimal deterministic acceptor of the words' label sequences, the same automaton
+the C++ tool gets from OpenFST's Determinize and Minimize. The written package is loaded back with this
+project's scorer (scorer.py) before this tool reports success.
 
 As in DeepSpeech 0.9, vocabulary words with characters outside the alphabet are left out of the
 dictionary (the beam search then never produces them); unlike it, they are named in a warning.
@@ -25,21 +22,15 @@ import shutil
 import struct
 import sys
 
-import ds_ctcdecoder
+from ..scorer import Scorer, ScorerError
+from ..util.text import load_alphabet
+from .package_format import (FST_ALIGN, FST_ALIGNED_VERSION, FST_FLAG_IS_ALIGNED, FST_MAGIC, HEADER_FORMAT,
+                             SCORER_FILE_VERSION, SCORER_MAGIC, has_package_header, is_kenlm_binary)
 
 # DeepSpeech 0.9.3's release scorer values (tuned with lm_optimizer.py for its English model).
 DEFAULT_ALPHA = 0.931289039105002
 DEFAULT_BETA = 1.1834137581510284
 
-# Scorer::save_dictionary's header.
-SCORER_MAGIC = 0x54524945  # the C++ multi-character constant 'TRIE'
-SCORER_FILE_VERSION = 6
-
-# OpenFST 1.6.7 (ds_ctcdecoder's) ConstFst<StdArc, uint32> file format, aligned variant.
-FST_MAGIC = 2125659606
-FST_ALIGNED_VERSION = 1
-FST_FLAG_IS_ALIGNED = 0x4
-FST_ALIGN = 16
 WEIGHT_ONE, WEIGHT_ZERO = 0.0, float('inf')  # tropical semiring
 # Property bits (fst/properties.h) that hold for every dictionary built here.
 K_EXPANDED = 0x1
@@ -100,17 +91,16 @@ def read_vocabulary(path):
 def make_alphabet(alphabet_path, bytes_output_mode):
     """The decoder's alphabet: UTF8Alphabet in bytes output mode (as DeepSpeech), else the file's."""
     if bytes_output_mode:
-        return ds_ctcdecoder.UTF8Alphabet()
+        return load_alphabet(None, bytes_output_mode=True)
     if alphabet_path is None:
         raise PackageError('no --alphabet given and not in bytes output mode: pass --alphabet '
                            'data/alphabet.txt (the one the acoustic model was trained with)')
     if not os.path.isfile(alphabet_path):
         raise PackageError('alphabet file {} does not exist'.format(alphabet_path))
     try:
-        return ds_ctcdecoder.Alphabet(os.path.abspath(alphabet_path))
+        return load_alphabet(alphabet_path)
     except ValueError as error:
-        raise PackageError('cannot read alphabet file {}: {} (one label per line, # for comments)'
-                           .format(alphabet_path, error))
+        raise PackageError(str(error))
 
 
 def word_labels(alphabet, words, bytes_output_mode):
@@ -119,7 +109,7 @@ def word_labels(alphabet, words, bytes_output_mode):
     Like Scorer::fill_dictionary: the dictionary label of alphabet label i is i + 1 (0 is epsilon);
     a word is split into UTF-8 bytes in bytes output mode, else into code points followed by the
     space, which ends every word."""
-    char_map = {swig_decode_single(alphabet, i): i + 1 for i in range(alphabet.GetSize())}
+    char_map = {alphabet.label_bytes(label): i + 1 for i, label in enumerate(alphabet.labels)}
     space = alphabet.GetSpaceLabel() + 1
     sequences, unspellable = [], []
     for word in sorted(words):
@@ -133,11 +123,6 @@ def word_labels(alphabet, words, bytes_output_mode):
         else:
             unspellable.append(word)
     return sequences, unspellable
-
-
-def swig_decode_single(alphabet, label):
-    """A label's raw bytes: the Python wrappers' DecodeSingle fails on the UTF-8 alphabet's lone bytes."""
-    return type(alphabet).__bases__[0].DecodeSingle(alphabet, label)
 
 
 def minimal_acceptor(sequences):
@@ -248,40 +233,42 @@ def scorer_header(bytes_output_mode, alpha, beta):
     """Scorer::save_dictionary's header. The C++ tool reads alpha and beta as floats before storing
     them as doubles, so they are rounded through float32 to write the very same bytes."""
     as_float = lambda value: struct.unpack('<f', struct.pack('<f', value))[0]
-    return struct.pack('<ii?dd', SCORER_MAGIC, SCORER_FILE_VERSION, bytes_output_mode,
+    return struct.pack(HEADER_FORMAT, SCORER_MAGIC, SCORER_FILE_VERSION, bytes_output_mode,
                        as_float(alpha), as_float(beta))
 
 
-def check_lm(lm_path, alphabet):
-    """The LM must be a KenLM binary with nothing after it, as the C++ tool requires."""
-    scorer = ds_ctcdecoder.Scorer()
-    scorer.set_alphabet(alphabet)
-    err = scorer.load_lm(lm_path.encode('utf-8'))
-    if err == ds_ctcdecoder.DS_ERR_SCORER_NO_TRIE:
-        return
-    problems = {
-        ds_ctcdecoder.DS_ERR_SCORER_UNREADABLE: 'cannot be read (check the path)',
-        ds_ctcdecoder.DS_ERR_SCORER_INVALID_LM: 'is not a KenLM binary LM (make one with data/lm/generate_lm.py)',
-        ds_ctcdecoder.DS_ERR_OK: 'is already a scorer package (pass the lm.binary it was made from)',
-    }
-    raise PackageError('LM file {} {}'.format(lm_path, problems.get(
-        err, 'has data after the KenLM model (error 0x{:X}): rebuild it with build_binary -v, '
-             'as data/lm/generate_lm.py does'.format(err))))
+def check_lm(lm_path):
+    """The LM must be a KenLM binary, not already a package. (DeepSpeech's tool also refused a binary
+    with other data after the model, which its loader found from KenLM's internal offsets.)"""
+    try:
+        if not is_kenlm_binary(lm_path):
+            raise PackageError('LM file {} is not a KenLM binary LM (make one with data/lm/generate_lm.py)'
+                               .format(lm_path))
+        if has_package_header(lm_path):
+            raise PackageError('LM file {} is already a scorer package (pass the lm.binary it was made from)'
+                               .format(lm_path))
+    except OSError as error:
+        raise PackageError('LM file {} cannot be read (check the path): {}'.format(lm_path, error.strerror))
 
 
-def verify_package(package_path, alphabet, bytes_output_mode):
-    """Load the package as a decoder would, so a bad package fails here and not at decoding time."""
-    scorer = ds_ctcdecoder.Scorer()
-    err = scorer.init(package_path.encode('utf-8'), alphabet)
-    if err != ds_ctcdecoder.DS_ERR_OK or scorer.is_utf8_mode() != bytes_output_mode:
-        raise PackageError('the written package {} does not load back with ds_ctcdecoder (error 0x{:X}); '
-                           'please report this with the inputs used'.format(package_path, err))
+def verify_package(package_path, alphabet, bytes_output_mode, words):
+    """Load the package as the decoder does, so a bad package fails here and not at decoding time."""
+    try:
+        scorer = Scorer(package_path, None, None, alphabet)
+    except ScorerError as error:
+        raise PackageError('the written package does not load back: {}; please report this with the inputs '
+                           'used'.format(error))
+    if scorer.utf8_mode != bytes_output_mode or len(scorer.spellings) != words:
+        raise PackageError('the written package {} loads back with {} words in {} mode instead of {}; please '
+                           'report this with the inputs used'.format(package_path, len(scorer.spellings),
+                                                                     'UTF-8' if scorer.utf8_mode else 'character',
+                                                                     words))
     return scorer
 
 
 def create_package(alphabet_path, lm_path, vocab_path, package_path, force_bytes_output_mode,
                    default_alpha, default_beta):
-    """Write the package; returns the ds_ctcdecoder.Scorer it loads as."""
+    """Write the package; returns the scorer.Scorer it loads as."""
     words = read_vocabulary(vocab_path)
     looks_char_based = all(len(word) <= 1 for word in words)
     log('{} unique words read from vocabulary file {}.'.format(len(words), vocab_path))
@@ -293,7 +280,7 @@ def create_package(alphabet_path, lm_path, vocab_path, package_path, force_bytes
         log('--force_bytes_output_mode was not specified, using value inferred from vocabulary '
             'contents: {}'.format(str(bytes_output_mode).lower()))
     alphabet = make_alphabet(alphabet_path, bytes_output_mode)
-    check_lm(lm_path, alphabet)
+    check_lm(lm_path)
 
     sequences, unspellable = word_labels(alphabet, words, bytes_output_mode)
     if unspellable:
@@ -313,7 +300,7 @@ def create_package(alphabet_path, lm_path, vocab_path, package_path, force_bytes
             package_file.write(header + dictionary)
     except OSError as error:
         raise PackageError('cannot write package {}: {}'.format(package_path, error.strerror))
-    scorer = verify_package(package_path, alphabet, bytes_output_mode)
+    scorer = verify_package(package_path, alphabet, bytes_output_mode, len(sequences))
     log('Package created in {} ({} words, {} dictionary states).'.format(package_path, len(sequences), len(arcs)))
     return scorer
 

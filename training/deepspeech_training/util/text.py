@@ -1,13 +1,9 @@
-"""Alphabet and transcript <-> label conversion.
-
-We use ds_ctcdecoder's own Alphabet / UTF8Alphabet so that training labels and beam-search decoding
-can never disagree about the label order. Its Encode() aborts the whole process on a character it
-does not know, so every transcript goes through `transcript_to_labels`, which checks first and raises
-a Python error that callers can attach a file and row to.
+"""Transcript <-> label conversion with DeepSpeech's alphabets (util/alphabet.py), the same objects
+training labels and beam-search decoding use, so the two never disagree about the label order. Every
+transcript goes through `transcript_to_labels`, which checks first and raises a Python error that
+callers can attach a file and row to.
 """
-import os
-
-from ds_ctcdecoder import Alphabet, UTF8Alphabet
+from .alphabet import Alphabet, UTF8Alphabet
 
 
 class TranscriptError(ValueError):
@@ -18,8 +14,8 @@ def load_alphabet(path, bytes_output_mode=False):
     if bytes_output_mode:
         return UTF8Alphabet()
     try:
-        return Alphabet(os.path.abspath(path))
-    except ValueError as error:
+        return Alphabet(path)
+    except (OSError, UnicodeDecodeError) as error:
         raise ValueError('cannot read alphabet file {}: {} (expected one label per line, # for comments)'
                          .format(path, error)) from None
 

@@ -1,0 +1,108 @@
+"""CTC beam search as DeepSpeech 0.9's ds_ctcdecoder did it, on flashlight-text's decoders (maintained,
+with wheels for the Pythons we train on; the decoder behind torchaudio's).
+
+With a scorer, flashlight's LexiconDecoder is set up to score as DeepSpeech's prefix beam search
+(doc/LM.rst, "The decoder", says where results can still differ and why):
+- alpha weighs the natural-log LM probability: flashlight's KenLM gives log10, so its weight is alpha x ln 10;
+  beta is its word score;
+- words are spelt with the space that ends them, so a word is scored when its space is emitted, and
+  only words of the package's vocabulary can be spelt (no unknown-word score); no look-ahead smearing;
+- the last word is scored at the end though no space follows (one extra frame that emits only the
+  space), and without the end-of-sentence probability, which flashlight adds and DeepSpeech does not
+  (the final hypotheses are ranked again without it);
+- the alignments of a prefix are summed (log_add);
+- each frame keeps the characters DeepSpeech's cutoff_prob / cutoff_top_n keep, and leading frames
+  whose blank probability is >= 0.999 are skipped, as DeepSpeech does.
+Without a scorer, flashlight's LexiconFreeDecoder with no LM is plain prefix beam search.
+"""
+import math
+
+import numpy as np
+from flashlight.lib.text.decoder import (CriterionType, LexiconDecoder, LexiconDecoderOptions, LexiconFreeDecoder,
+                                         LexiconFreeDecoderOptions, ZeroLM)
+
+FLT_MIN = np.finfo(np.float32).tiny        # DeepSpeech adds it before the log
+START_BLANK = 0.999                        # DeepSpeech starts expanding at the first frame with blank < this
+# A class pruned from a frame gets this log probability, not -inf: flashlight's log-add of two -inf
+# hypotheses is NaN, which breaks its sort. The beam threshold drops every path through one.
+PRUNED = np.float32(-1e30)
+BEAM_THRESHOLD = 1e20
+
+
+def frame_log_probs(probs, cutoff_prob, cutoff_top_n):
+    """Log probabilities [time, classes] (float32) with what DeepSpeech's get_pruned_log_probs drops at
+    PRUNED: per frame, the most likely classes until their sum reaches cutoff_prob, at most cutoff_top_n."""
+    log_probs = np.log(probs + FLT_MIN).astype(np.float32)
+    classes = probs.shape[1]
+    if cutoff_prob >= 1.0 and cutoff_top_n >= classes:
+        return log_probs
+    order = np.argsort(-probs, axis=1, kind='stable')
+    keep = np.full(len(probs), min(cutoff_top_n, classes))
+    if cutoff_prob < 1.0:
+        reached = np.cumsum(np.take_along_axis(probs, order, axis=1), axis=1) >= cutoff_prob
+        keep = np.minimum(keep, np.where(reached.any(axis=1), reached.argmax(axis=1) + 1, classes))
+    dropped = np.arange(classes)[None, :] >= keep[:, None]
+    np.put_along_axis(log_probs, order, np.where(dropped, PRUNED, np.take_along_axis(log_probs, order, axis=1)),
+                      axis=1)
+    return log_probs
+
+
+class BeamSearch:
+    """decode(probs) -> transcript, for one utterance's softmax outputs [time, alphabet size + 1]."""
+
+    def __init__(self, alphabet, beam_width, cutoff_prob=1.0, cutoff_top_n=40, scorer=None):
+        self.alphabet, self.scorer = alphabet, scorer
+        self.cutoff_prob, self.cutoff_top_n = cutoff_prob, cutoff_top_n
+        self.blank = alphabet.GetSize()
+        self.space = alphabet.GetSpaceLabel()
+        classes = alphabet.GetSize() + 1
+        if scorer is None:
+            options = LexiconFreeDecoderOptions(beam_size=beam_width, beam_size_token=classes,
+                                                beam_threshold=BEAM_THRESHOLD, lm_weight=0.0, sil_score=0.0,
+                                                log_add=True, criterion_type=CriterionType.CTC)
+            self.decoder = LexiconFreeDecoder(options, ZeroLM(), self.space, self.blank, [])
+            return
+        self.lm_weight = scorer.alpha * math.log(10)
+        options = LexiconDecoderOptions(beam_size=beam_width, beam_size_token=classes, beam_threshold=BEAM_THRESHOLD,
+                                        lm_weight=self.lm_weight, word_score=scorer.beta, unk_score=-math.inf,
+                                        sil_score=0.0, log_add=True, criterion_type=CriterionType.CTC)
+        self.decoder = LexiconDecoder(options, scorer.trie, scorer.lm, self.space, self.blank, -1, [], False)
+        self.last_word_frame = np.full((1, classes), PRUNED, np.float32)
+        self.last_word_frame[0, self.space] = 0.0
+
+    def decode(self, probs):
+        probs = np.asarray(probs, np.float64)
+        expanding = np.flatnonzero(probs[:, self.blank] < START_BLANK)
+        if not len(expanding):
+            return ''
+        log_probs = frame_log_probs(probs[expanding[0]:], self.cutoff_prob, self.cutoff_top_n)
+        if self.scorer is not None:
+            log_probs = np.concatenate([log_probs, self.last_word_frame])
+        log_probs = np.ascontiguousarray(log_probs)
+        results = self.decoder.decode(log_probs.ctypes.data, len(log_probs), log_probs.shape[1])
+        if not results:
+            return ''
+        if self.scorer is None:
+            return self.alphabet.Decode(self.collapse(results[0].tokens[1:-1]))
+        best = max(results, key=self.score_without_sentence_end)
+        text = self.alphabet.Decode(self.collapse(best.tokens[1:-1]))
+        return ' '.join(word for word in text.split(' ') if word)    # silence between words: one space
+
+    def score_without_sentence_end(self, result):
+        """The hypothesis' score as DeepSpeech ranks it: without P(</s> | last words), which flashlight's
+        decode_end added."""
+        lm = self.scorer.lm
+        state = lm.start(False)
+        for word in result.words:
+            if word >= 0:
+                state, _ = lm.score(state, word)
+        return result.score - self.lm_weight * lm.finish(state)[1]
+
+    def collapse(self, tokens):
+        """CTC's rule on a per-frame token path: merge repeats, then drop blanks."""
+        labels, previous = [], None
+        for token in tokens:
+            if token != previous and token != self.blank:
+                labels.append(token)
+            previous = token
+        return labels
