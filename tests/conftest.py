@@ -31,8 +31,10 @@ SMOKE_SINGLE_CSV = os.path.join(SMOKE_DIR, 'smoke_test_single.csv')
 TRACE = os.path.join(ROOT, 'tests', 'helpers', 'trace_files.sh')
 
 PYTHON_BIN = os.path.dirname(sys.executable)
-# bin/build_kenlm.sh puts KenLM's tools into the environment.
+# bin/build_kenlm.sh (bin/setup.sh --kenlm) puts KenLM's tools into the environment.
 KENLM_BIN = os.path.join(os.path.dirname(PYTHON_BIN), 'kenlm', 'bin')
+# bin/setup_clients.sh (bin/setup.sh --clients) puts the released clients and DeepSpeech's decoder there.
+CLIENTS_DIR = os.environ.get('DS_CLIENTS_DIR', os.path.join(sys.prefix, 'clients'))
 
 
 def run_command(command, timeout=600, check=True, env=None, cwd=ROOT):
@@ -340,7 +342,7 @@ def make_scorer(text_file, out_dir, *package_flags):
     """out_dir (a Path)/kenlm.scorer: a trigram KenLM scorer package of the text's 500 most frequent words
     (small generated texts have no singletons, so Kneser-Ney needs --discount_fallback)."""
     if not os.path.isfile(os.path.join(KENLM_BIN, 'lmplz')):
-        pytest.skip('KenLM tools not built: run bin/build_kenlm.sh')
+        pytest.skip('KenLM tools not built: run bin/setup.sh --kenlm')
     run_command([sys.executable, os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt', text_file,
                  '--output_dir', out_dir, '--top_k', 500, '--arpa_order', 3, '--max_arpa_memory', '64M',
                  '--discount_fallback'])
@@ -390,3 +392,27 @@ def speech():
 def alphabet():
     from deepspeech_training.util.text import load_alphabet
     return load_alphabet(ALPHABET)
+
+
+def client_python(client):
+    """The client environment's python, or a skip naming what is missing (bin/setup_clients.sh writes why
+    it installed nothing, e.g. no Python 3.9 on the machine, to .missing)."""
+    python = os.path.join(CLIENTS_DIR, client, 'bin', 'python')
+    if not os.path.isfile(os.path.join(CLIENTS_DIR, '.complete')):
+        try:
+            with open(os.path.join(CLIENTS_DIR, '.missing')) as missing:
+                reason = missing.read().strip()
+        except OSError:
+            reason = 'bin/setup.sh --clients has not run for this environment'
+        pytest.skip('released clients not installed in {}: {} (bin/setup.sh --clients)'.format(CLIENTS_DIR, reason))
+    return python
+
+
+def ds_ctcdecoder_output(program, *args):
+    """Run `program` with DeepSpeech 0.9.3's own decoder package (imported as d, in its Python 3.9 environment
+    beside the clients), the reference ours is held to; its standard output."""
+    process = subprocess.run([client_python('ds_ctcdecoder'), '-c', 'import sys, ds_ctcdecoder as d\n' + program]
+                             + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             universal_newlines=True, timeout=120)
+    assert process.returncode == 0, process.stderr
+    return process.stdout

@@ -57,7 +57,8 @@ def bad_scorer_run(tmp_path, scorer):
 def test_random_bytes_scorer_fails_at_start(tmp_path):
     scorer = tmp_path / 'random.scorer'
     scorer.write_bytes(os.urandom(4096))
-    assert 'cannot load scorer {}: Scorer initialization failed'.format(scorer) in bad_scorer_run(tmp_path, scorer)
+    assert 'cannot load scorer {}: it does not start with a KenLM binary model'.format(scorer) in \
+        bad_scorer_run(tmp_path, scorer)
 
 
 def test_truncated_scorer_fails_at_start_without_crashing(trained, tmp_path):

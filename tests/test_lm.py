@@ -1,21 +1,24 @@
 """Language-model tooling end to end: a corpus made here -> data/lm/generate_lm.py -> lm.binary and
-vocabulary -> bin/generate_scorer_package.py -> a .scorer that ds_ctcdecoder loads and beam-searches
-with. Also pins how ds_ctcdecoder treats broken scorer files, which --scorer_path validation relies on.
+vocabulary -> bin/generate_scorer_package.py -> a .scorer that our decoder (scorer.py, beam_search.py)
+and DeepSpeech 0.9.3's own (ds_ctcdecoder, in its Python 3.9 environment beside the released clients)
+load and beam-search with, to the same transcripts. Also how broken scorer files are reported.
 
 The scripts run as subprocesses, as a user runs them. Tests that need KenLM's tools skip when
-bin/build_kenlm.sh has not built them into this environment."""
+bin/build_kenlm.sh has not built them into this environment; those that need DeepSpeech's decoder skip
+saying what is missing when bin/setup.sh --clients found no Python 3.9."""
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from ds_ctcdecoder import Scorer, UTF8Alphabet, ctc_beam_search_decoder
 
-from conftest import ALPHABET, ROOT
+from conftest import ALPHABET, ROOT, ds_ctcdecoder_output
+from deepspeech_training.beam_search import BeamSearch
+from deepspeech_training.scorer import Scorer, ScorerError, check_scorer
+from deepspeech_training.util.alphabet import UTF8Alphabet
 
 GENERATE_LM = os.path.join(ROOT, 'data', 'lm', 'generate_lm.py')
 GENERATE_PACKAGE = os.path.join(ROOT, 'bin', 'generate_scorer_package.py')
@@ -79,20 +82,17 @@ def frames(alphabet, spec):
     return np.array(rows).tolist()
 
 
-def decode(alphabet, probs, scorer=None):
-    return ctc_beam_search_decoder(probs, alphabet, 32, scorer=scorer)[0][1]
+def decode(alphabet, probs, scorer=None, beam_width=32):
+    return BeamSearch(alphabet, beam_width, scorer=scorer).decode(np.array(probs))
 
 
-def load_in_subprocess(path, alphabet_path=ALPHABET):
-    """Load a scorer in a fresh process: some broken files abort the process instead of raising."""
-    program = ('import sys, ds_ctcdecoder as d\n'
-               'try:\n'
-               '    d.Scorer(1.0, 1.0, sys.argv[1], d.Alphabet(sys.argv[2]))\n'
-               '    print("loaded")\n'
-               'except ValueError as error:\n'
-               '    print("ValueError:", error)\n')
-    return subprocess.run([sys.executable, '-c', program, str(path), alphabet_path], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+def check(path, alphabet_path=ALPHABET, bytes_output_mode=False):
+    """check_scorer's verdict on a file: 'ok' or its error message."""
+    try:
+        check_scorer(str(path), alphabet_path, bytes_output_mode)
+        return 'ok'
+    except ScorerError as error:
+        return str(error)
 
 
 @needs_kenlm
@@ -105,13 +105,13 @@ def test_generate_lm_writes_binary_and_vocabulary(lm_files):
 
 @needs_kenlm
 def test_scorer_loads_with_its_defaults(lm_files, alphabet):
-    scorer = Scorer()
-    assert scorer.init(str(lm_files['scorer']).encode('utf-8'), alphabet) == 0
+    scorer = Scorer(str(lm_files['scorer']), None, None, alphabet)
     # alpha and beta are stored as float32 values, as DeepSpeech's C++ tool stores them.
     assert scorer.alpha == pytest.approx(ALPHA, abs=1e-6) and scorer.beta == pytest.approx(BETA, abs=1e-6)
-    assert scorer.get_max_order() == 3 and not scorer.is_utf8_mode()
-    # The constructor's alpha and beta override the package's.
-    assert Scorer(0.5, 2.0, str(lm_files['scorer']), alphabet).alpha == pytest.approx(0.5)
+    assert not scorer.utf8_mode
+    assert sorted(alphabet.Decode(s[:-1]) for s in scorer.spellings) == sorted(set(CORPUS_WORDS))
+    # Given alpha and beta override the package's.
+    assert Scorer(str(lm_files['scorer']), 0.5, 2.0, alphabet).alpha == 0.5
 
 
 @needs_kenlm
@@ -120,13 +120,46 @@ def test_beam_search_prefers_a_vocabulary_word(lm_files, alphabet):
     probs = frames(alphabet, [{'t': .9}, {'h': .9}, {'e': .9}, {' ': .9}, {'k': .5, 'c': .4}, {None: .9},
                               {'a': .9}, {None: .9}, {'t': .9}, {None: .9}])
     assert decode(alphabet, probs) == 'the kat'
-    scorer = Scorer(ALPHA, BETA, str(lm_files['scorer']), alphabet)
-    assert decode(alphabet, probs, scorer) == 'the cat'
+    assert decode(alphabet, probs, Scorer(str(lm_files['scorer']), ALPHA, BETA, alphabet)) == 'the cat'
+
+
+@needs_kenlm
+def test_package_gives_deepspeechs_own_transcripts(lm_files, alphabet, tmp_path):
+    """DeepSpeech 0.9.3's decoder loads the package with its defaults and, on noisy CTC outputs of the
+    corpus' sentences, beam-searches to the very transcripts ours does, with the scorer and without."""
+    rng, words = np.random.default_rng(0), random.Random(0)
+    utterances = []
+    for _ in range(40):
+        rows = []
+        for label in alphabet.Encode(' '.join(words.choice(CORPUS_WORDS) for _ in range(words.randint(2, 6)))):
+            for _ in range(words.randint(1, 3)):   # the label, then blanks, over noise
+                rows.append(rng.gamma(0.3, size=alphabet.GetSize() + 1))
+                rows[-1][label] += rng.uniform(0.5, 4) * rows[-1].sum()
+            for _ in range(words.randint(0, 2)):
+                rows.append(rng.gamma(0.3, size=alphabet.GetSize() + 1))
+                rows[-1][-1] += rng.uniform(1, 5) * rows[-1].sum()
+        utterances.append(np.array([row / row.sum() for row in rows]))
+    np.savez(tmp_path / 'probs.npz', *utterances)
+    output = ds_ctcdecoder_output(
+        'import numpy as np\n'
+        'a = d.Alphabet(sys.argv[2]); s = d.Scorer(); assert s.init(sys.argv[3].encode(), a) == 0\n'
+        'print(round(s.alpha, 4), round(s.beta, 4), s.get_max_order(), s.is_utf8_mode())\n'
+        'probs = np.load(sys.argv[1])\n'
+        'for scorer in (s, None):\n'
+        '    for i in range(len(probs.files)):\n'
+        '        print(d.ctc_beam_search_decoder(probs["arr_%d" % i].tolist(), a, 100, scorer=scorer)[0][1])\n',
+        tmp_path / 'probs.npz', ALPHABET, lm_files['scorer']).splitlines()
+    assert output[0] == '{} {} 3 False'.format(round(ALPHA, 4), round(BETA, 4))
+    scorer = Scorer(str(lm_files['scorer']), ALPHA, BETA, alphabet)
+    ours = [decode(alphabet, probs, scorer, 100) for probs in utterances]
+    ours += [decode(alphabet, probs, None, 100) for probs in utterances]
+    assert output[1:] == ours
+    assert ours[:40] != ours[40:]     # the scorer made a difference
 
 
 @needs_kenlm
 def test_dictionary_is_byte_for_byte_what_openfst_writes(lm_files, alphabet, tmp_path):
-    """Write the dictionary with its property bits unknown, let ds_ctcdecoder load it and OpenFST
+    """Write the dictionary with its property bits unknown, let DeepSpeech's decoder load it and OpenFST
     rewrite it (save_dictionary computes every property afresh): the result must be our package."""
     from deepspeech_training.lm import generate_scorer_package as tool
     sequences, _ = tool.word_labels(alphabet, tool.read_vocabulary(str(lm_files['vocab'])), False)
@@ -135,11 +168,10 @@ def test_dictionary_is_byte_for_byte_what_openfst_writes(lm_files, alphabet, tmp
     head = lm + tool.scorer_header(False, ALPHA, BETA)
     unknown = tmp_path / 'unknown.scorer'
     unknown.write_bytes(head + tool.serialize_fst(finals, arcs, len(head), properties=tool.K_EXPANDED))
-    scorer = Scorer()
-    assert scorer.init(str(unknown).encode('utf-8'), alphabet) == 0
     rewritten = tmp_path / 'rewritten.scorer'
     shutil.copy(lm_files['lm'], rewritten)
-    assert scorer.save_dictionary(str(rewritten).encode('utf-8'), True)
+    ds_ctcdecoder_output('s = d.Scorer(); assert s.init(sys.argv[1].encode(), d.Alphabet(sys.argv[2])) == 0\n'
+                         'assert s.save_dictionary(sys.argv[3].encode(), True)\n', unknown, ALPHABET, rewritten)
     assert rewritten.read_bytes() == lm_files['scorer'].read_bytes()
 
 
@@ -149,7 +181,7 @@ def test_words_outside_the_alphabet_are_left_out_with_a_warning(lm_files, tmp_pa
     assert process.returncode == 0, process.output
     assert "WARNING: 1 vocabulary words have characters outside the alphabet" in process.output
     assert "'héllo'" in process.output
-    assert load_in_subprocess(package).stdout.strip() == 'loaded'
+    assert check(package) == 'ok'
 
 
 @needs_kenlm
@@ -163,8 +195,11 @@ def test_a_vocabulary_the_alphabet_cannot_spell_is_an_error(lm_files, tmp_path):
 def test_bytes_output_mode_package(lm_files, tmp_path):
     process, package = make_package(lm_files, tmp_path, CORPUS_WORDS, '--force_bytes_output_mode', 'true')
     assert process.returncode == 0, process.output
-    scorer = Scorer()
-    assert scorer.init(str(package).encode('utf-8'), UTF8Alphabet()) == 0 and scorer.is_utf8_mode()
+    scorer = Scorer(str(package), None, None, UTF8Alphabet())
+    assert scorer.utf8_mode and check(package, bytes_output_mode=True) == 'ok'
+    assert sorted(bytes(label + 1 for label in spelling).decode() for spelling in scorer.spellings) == \
+        sorted(set(CORPUS_WORDS))
+    assert 'was made for UTF-8 bytes but this model predicts alphabet labels' in check(package)
 
 
 @needs_kenlm
@@ -184,19 +219,21 @@ def test_generate_lm_without_kenlm_says_how_to_build_it(tmp_path):
     assert process.returncode == 2 and 'run bin/build_kenlm.sh' in process.output
 
 
-def test_corrupt_scorer_raises_instead_of_crashing(tmp_path):
+def test_random_bytes_are_no_scorer(tmp_path):
     corrupt = tmp_path / 'corrupt.scorer'
     corrupt.write_bytes(np.random.RandomState(0).bytes(4096))
-    process = load_in_subprocess(corrupt)
-    assert process.returncode == 0, process.stderr
-    assert process.stdout.strip() == 'ValueError: Scorer initialization failed with error code 0x2006'
+    assert check(corrupt) == ('cannot load scorer {}: it does not start with a KenLM binary model (expected a scorer '
+                              'package made by bin/generate_scorer_package.py)'.format(corrupt))
 
 
 @needs_kenlm
-def test_truncated_scorer_aborts_the_process(lm_files, tmp_path):
-    """KenLM throws a C++ exception that ds_ctcdecoder does not catch, so the process aborts: a
-    scorer must be validated in a subprocess before loading it in the training process."""
+def test_damaged_or_cut_scorers_are_named_not_a_crash(lm_files, tmp_path):
+    """KenLM raises (or could crash) on a damaged model: the package is tried in a child process first."""
+    package = lm_files['scorer'].read_bytes()
     truncated = tmp_path / 'truncated.scorer'
-    truncated.write_bytes(lm_files['scorer'].read_bytes()[:lm_files['lm'].stat().st_size // 2])
-    process = load_in_subprocess(truncated)
-    assert process.returncode == -signal.SIGABRT, (process.stdout, process.stderr)
+    truncated.write_bytes(package[:lm_files['lm'].stat().st_size // 2])
+    assert 'it has no vocabulary dictionary (a bare KenLM model, or a package cut short)' in check(truncated)
+    damaged = tmp_path / 'damaged.scorer'
+    damaged.write_bytes(package[:200] + np.random.RandomState(0).bytes(1000) + package[1200:])
+    assert 'cannot load scorer {}: its KenLM model is damaged'.format(damaged) in check(damaged)
+    assert check(lm_files['scorer']) == 'ok'

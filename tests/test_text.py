@@ -1,5 +1,8 @@
+import struct
+
 import pytest
 
+from conftest import ds_ctcdecoder_output
 from deepspeech_training.util.text import (TranscriptError, ctc_min_frames, labels_to_text, load_alphabet,
                                            transcript_to_labels)
 
@@ -16,7 +19,7 @@ def test_labels_round_trip(alphabet):
 
 
 def test_unknown_characters_are_listed_not_a_crash(alphabet):
-    # ds_ctcdecoder's Encode() aborts the process on these; we must raise instead.
+    # DeepSpeech's Encode() aborts the process on these; we must raise instead.
     with pytest.raises(TranscriptError, match=r"'H'.*'!'"):
         transcript_to_labels(alphabet, 'Hello!')
 
@@ -39,3 +42,28 @@ def test_utf8_mode_encodes_any_text():
 def test_ctc_needs_a_blank_between_repeated_labels():
     assert ctc_min_frames([1, 2, 3]) == 3
     assert ctc_min_frames([1, 1, 2, 2, 2]) == 8
+
+
+def test_alphabet_files_read_as_deepspeech_reads_them(tmp_path):
+    """Comments, an escaped '#', empty lines, CRLF endings and a multi-byte label: the same labels and the
+    same encoding as DeepSpeech 0.9.3's own Alphabet, and a serialisation its clients read back."""
+    path = tmp_path / 'alphabet.txt'
+    path.write_bytes('# a comment\r\n \r\na\n\\#\n\nb\né\n#x\nc'.encode('utf-8'))
+    alphabet = load_alphabet(str(path))
+    text = 'a b#é c'
+    serialized = alphabet.Serialize()
+    size, = struct.unpack_from('<H', serialized)
+    pairs, offset = {}, 2
+    for _ in range(size):
+        label, length = struct.unpack_from('<HH', serialized, offset)
+        pairs[label] = serialized[offset + 4:offset + 4 + length].decode('utf-8')
+        offset += 4 + length
+    assert pairs == dict(enumerate(alphabet.labels)) and offset == len(serialized)
+    ours = [alphabet.GetSize(), alphabet.GetSpaceLabel(), alphabet.Encode(text), alphabet.Decode(alphabet.Encode(text))]
+    theirs = ds_ctcdecoder_output(
+        'a = d.Alphabet(sys.argv[1]); b = d.Alphabet(sys.argv[1])\n'
+        'assert b.Deserialize(bytes.fromhex(sys.argv[3]), len(sys.argv[3]) // 2) == 0\n'
+        'print([a.GetSize(), a.GetSpaceLabel(), a.Encode(sys.argv[2]), a.Decode(a.Encode(sys.argv[2]))])\n'
+        'print(b.GetSize(), [b.DecodeSingle(i) for i in range(b.GetSize())])\n', path, text, serialized.hex())
+    assert theirs.splitlines() == [repr(ours), '{} {!r}'.format(size, alphabet.labels)]
+    assert alphabet.labels == [' ', 'a', '#', 'b', 'é', 'c']

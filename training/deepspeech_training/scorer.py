@@ -11,7 +11,8 @@ import os
 import subprocess
 import sys
 
-from flashlight.lib.text.decoder import KenLM, Trie
+from flashlight.lib.text.decoder import Trie
+from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary
 
 from .lm.package_format import PackageFormatError, read_package
@@ -28,13 +29,20 @@ class Scorer:
     spellings in alphabet labels, each ending in the word's index), `alpha` (weight of the natural-log
     LM probability, as DeepSpeech's) and `beta` (bonus per word)."""
 
-    def __init__(self, path, alpha, beta, alphabet):
+    def __init__(self, path, alpha, beta, alphabet, alphabet_path='the alphabet'):
         try:
             contents = read_package(path)
         except (OSError, PackageFormatError) as error:
             raise ScorerError('cannot load scorer {}: {} (expected a scorer package made by '
                               'bin/generate_scorer_package.py)'.format(path, error)) from None
         self.path, self.utf8_mode = path, contents.utf8_mode
+        if self.utf8_mode != isinstance(alphabet, UTF8Alphabet):
+            raise ScorerError('scorer {} was made for {} but this model predicts {} (see --bytes_output_mode and '
+                              'generate_scorer_package.py --force_bytes_output_mode)'.format(
+                                  path, *(('UTF-8 bytes', 'alphabet labels') if self.utf8_mode else
+                                          ('alphabet labels', 'UTF-8 bytes'))))
+        if not self.utf8_mode:
+            check_spellings(path, contents.spellings, alphabet, alphabet_path)
         self.default_alpha, self.default_beta = contents.alpha, contents.beta
         self.alpha = contents.alpha if alpha is None else alpha
         self.beta = contents.beta if beta is None else beta
@@ -46,8 +54,10 @@ class Scorer:
         self.spellings = contents.spellings
         try:
             self.lm = KenLM(path, self.words)
-        except RuntimeError as error:
-            raise ScorerError('cannot load scorer {}: its KenLM model does not load ({})'.format(path, error)) from None
+        except RuntimeError as error:     # KenLM's exceptions; their text runs over several lines
+            raise ScorerError('cannot load scorer {}: its KenLM model is damaged or not a KenLM binary ({}); '
+                              'rebuild it with data/lm/generate_lm.py and bin/generate_scorer_package.py'
+                              .format(path, ' '.join(str(error).split()))) from None
 
 
 def word_text(alphabet, spelling, utf8_mode):
@@ -55,19 +65,19 @@ def word_text(alphabet, spelling, utf8_mode):
     return alphabet.Decode(spelling if utf8_mode else spelling[:-1])
 
 
-def check_dictionary(scorer, alphabet, alphabet_path):
+def check_spellings(path, spellings, alphabet, alphabet_path):
     """A package made with another alphabet spells words with labels this one lacks, or ends them
     with another label than this alphabet's space."""
-    if scorer.utf8_mode or isinstance(alphabet, UTF8Alphabet) or not scorer.spellings:
+    if not spellings:
         return
-    labels = {label for spelling in scorer.spellings for label in spelling}
-    word_ends = {spelling[-1] for spelling in scorer.spellings}
+    labels = {label for spelling in spellings for label in spelling}
+    word_ends = {spelling[-1] for spelling in spellings}
     space = alphabet.GetSpaceLabel()
     if max(labels) >= alphabet.GetSize() or word_ends - {space}:
         raise ScorerError('scorer {} was made with another alphabet: its words use labels up to {} and end with '
                           'label(s) {}, but {} has {} labels with the space at {} (rebuild the scorer with '
                           'bin/generate_scorer_package.py --alphabet {})'.format(
-                              scorer.path, max(labels), sorted(word_ends), alphabet_path,
+                              path, max(labels), sorted(word_ends), alphabet_path,
                               alphabet.GetSize(), space, alphabet_path))
 
 
@@ -82,26 +92,17 @@ def check_scorer(path, alphabet_path, bytes_output_mode):
                           'data/lm/generate_lm.py and bin/generate_scorer_package.py'.format(path, -child.returncode))
     if child.returncode != 0:
         raise ScorerError((child.stdout.strip().splitlines() or ['scorer {} failed to load'.format(path)])[-1])
-    utf8_mode = child.stdout.split()[-1] == 'True'
-    if utf8_mode != bytes_output_mode:
-        raise ScorerError('scorer {} was made for {} but this model predicts {} (see --bytes_output_mode and '
-                          'generate_scorer_package.py --force_bytes_output_mode)'.format(
-                              path, *(('UTF-8 bytes', 'alphabet labels') if utf8_mode else
-                                      ('alphabet labels', 'UTF-8 bytes'))))
 
 
 def load_scorer(path, alpha, beta, alphabet_path, bytes_output_mode):
     """The Scorer of the package at `path` (alpha/beta None: the package's defaults), checked."""
     check_scorer(path, alphabet_path, bytes_output_mode)
-    alphabet = load_alphabet(alphabet_path, bytes_output_mode)
-    scorer = Scorer(path, alpha, beta, alphabet)
-    check_dictionary(scorer, alphabet, alphabet_path)
-    return scorer
+    return Scorer(path, alpha, beta, load_alphabet(alphabet_path, bytes_output_mode), alphabet_path)
 
 
 def _child(path, alphabet_path, bytes_output_mode):
     try:
-        scorer = Scorer(path, None, None, load_alphabet(alphabet_path, bytes_output_mode))
+        scorer = Scorer(path, None, None, load_alphabet(alphabet_path, bytes_output_mode), alphabet_path)
         state = scorer.lm.start(False)
         for index in range(min(3, len(scorer.spellings))):    # reads the model's n-gram tables
             state, _ = scorer.lm.score(state, index)

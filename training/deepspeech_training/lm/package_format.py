@@ -69,7 +69,7 @@ def read_package(path):
         with mmap.mmap(package.fileno(), 0, access=mmap.ACCESS_READ) as data:
             start = _header_start(data)
             if start < 0:
-                raise PackageFormatError('it has no vocabulary dictionary (a bare KenLM model, not a package)')
+                raise PackageFormatError('it has no vocabulary dictionary (a bare KenLM model, or a package cut short)')
             _, _, utf8_mode, alpha, beta = struct.unpack_from(HEADER_FORMAT, data, start)
             position = start + HEADER_SIZE + 4
             for _ in range(2):   # the fst type and arc type strings
