@@ -41,6 +41,12 @@ def test_shuffle_is_seeded_and_the_same_on_every_rank():
     assert [x[0] // 4 for x in a] == [x[0] // 4 for x in b]   # same global batches, same order
 
 
+def test_shuffle_takes_numpy_epochs_and_seeds():
+    import numpy as np    # the epoch computed from the global step is a numpy integer (Python 3.11's Random refuses it)
+    assert (train_batches(40, 2, epoch=np.int64(3), seed=np.int64(1), shuffle=True)
+            == train_batches(40, 2, epoch=3, seed=1, shuffle=True))
+
+
 def test_set_smaller_than_ranks_times_batch_is_an_error():
     with pytest.raises(SetTooSmallError, match='3 training samples cannot fill one step of 2 ranks x batch size 2'):
         train_batches(3, 2, size=2)

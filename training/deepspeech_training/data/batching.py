@@ -41,7 +41,8 @@ def train_batches(n_samples, batch_size, size=1, rank=0, epoch=0, seed=0, shuffl
             kept = np.delete(kept, ((epoch * left_out) % n_samples + np.arange(left_out)) % n_samples)
     global_batches = [kept[i:i + global_batch] for i in range(0, len(kept), global_batch)]
     if shuffle:
-        random.Random(seed * 1000003 + epoch).shuffle(global_batches)
+        # int(): an epoch or seed from numpy (the epoch from the global step is one) is no seed since Python 3.11
+        random.Random(int(seed) * 1000003 + int(epoch)).shuffle(global_batches)
     return [b[rank * batch_size:(rank + 1) * batch_size] for b in global_batches]
 
 
