@@ -51,6 +51,11 @@ class Scorer:
         for index, spelling in enumerate(contents.spellings):
             self.words.add_entry(word_text(alphabet, spelling, contents.utf8_mode), index)
             self.trie.insert(list(spelling), index, 0.0)
+            if self.utf8_mode:
+                # Words (code points) follow each other without a separator, and flashlight's decoder returns to
+                # the trie's root when a word ends, from where the CTC repeat of its last byte is impossible;
+                # a second spelling with that byte doubled ends the word on the repeat instead.
+                self.trie.insert(list(spelling) + [spelling[-1]], index, 0.0)
         self.spellings = contents.spellings
         try:
             self.lm = KenLM(path, self.words)
