@@ -14,8 +14,12 @@ With a scorer, flashlight's LexiconDecoder is set up to score as DeepSpeech's pr
 - each frame keeps the characters DeepSpeech's cutoff_prob / cutoff_top_n keep, and leading frames
   whose blank probability is >= 0.999 are skipped, as DeepSpeech does.
 Without a scorer, flashlight's LexiconFreeDecoder with no LM is plain prefix beam search.
+
+flashlight's decoders hold the GIL, so where DeepSpeech decoded a batch on a thread per core, BeamSearchPool
+decodes on worker processes.
 """
 import math
+import multiprocessing
 
 import numpy as np
 from flashlight.lib.text.decoder import (CriterionType, LexiconDecoder, LexiconDecoderOptions, LexiconFreeDecoder,
@@ -51,7 +55,7 @@ class BeamSearch:
     """decode(probs) -> transcript, for one utterance's softmax outputs [time, alphabet size + 1]."""
 
     def __init__(self, alphabet, beam_width, cutoff_prob=1.0, cutoff_top_n=40, scorer=None):
-        self.alphabet, self.scorer = alphabet, scorer
+        self.alphabet, self.scorer, self.beam_width = alphabet, scorer, beam_width
         self.cutoff_prob, self.cutoff_top_n = cutoff_prob, cutoff_top_n
         self.blank = alphabet.GetSize()
         self.space = alphabet.GetSpaceLabel()
@@ -69,6 +73,15 @@ class BeamSearch:
         self.decoder = LexiconDecoder(options, scorer.trie, scorer.lm, self.space, self.blank, -1, [], False)
         self.last_word_frame = np.full((1, classes), PRUNED, np.float32)
         self.last_word_frame[0, self.space] = 0.0
+
+    def __reduce__(self):
+        """Rebuilt from its settings where it is unpickled (a pool's worker)."""
+        return BeamSearch, (self.alphabet, self.beam_width, self.cutoff_prob, self.cutoff_top_n, self.scorer)
+
+    def with_lm_weights(self, alpha, beta):
+        """This search with the scorer's alpha and beta set to these (lm_optimizer's trials)."""
+        self.scorer.alpha, self.scorer.beta = alpha, beta
+        return BeamSearch(self.alphabet, self.beam_width, self.cutoff_prob, self.cutoff_top_n, self.scorer)
 
     def decode(self, probs):
         probs = np.asarray(probs, np.float64)
@@ -106,3 +119,31 @@ class BeamSearch:
                 labels.append(token)
             previous = token
         return labels
+
+
+class BeamSearchPool:
+    """decode_batch(list of probs) -> transcripts, on `processes` worker processes, each with its own copy of
+    `search` (spawned, not forked: the parent runs TensorFlow's threads; each loads the scorer once)."""
+
+    def __init__(self, search, processes):
+        self.pool = multiprocessing.get_context('spawn').Pool(processes, _start_worker, (search,))
+
+    def decode_batch(self, batch, lm_weights=None):
+        return self.pool.map(_decode_in_worker, [(probs, lm_weights) for probs in batch], chunksize=1)
+
+    def close(self):
+        self.pool.terminate()
+
+
+def _start_worker(search):
+    global _worker_search
+    _worker_search = search
+
+
+def _decode_in_worker(task):
+    """One utterance, with the parent's current alpha and beta (lm_optimizer changes them between trials)."""
+    global _worker_search
+    probs, weights = task
+    if weights and weights != (_worker_search.scorer.alpha, _worker_search.scorer.beta):
+        _worker_search = _worker_search.with_lm_weights(*weights)
+    return _worker_search.decode(probs)

@@ -30,6 +30,7 @@ class Scorer:
     LM probability, as DeepSpeech's) and `beta` (bonus per word)."""
 
     def __init__(self, path, alpha, beta, alphabet, alphabet_path='the alphabet'):
+        self.alphabet, self.alphabet_path = alphabet, alphabet_path
         try:
             contents = read_package(path)
         except (OSError, PackageFormatError) as error:
@@ -63,6 +64,11 @@ class Scorer:
             raise ScorerError('cannot load scorer {}: its KenLM model is damaged or not a KenLM binary ({}); '
                               'rebuild it with data/lm/generate_lm.py and bin/generate_scorer_package.py'
                               .format(path, ' '.join(str(error).split()))) from None
+
+
+    def __reduce__(self):
+        """Loaded again from its file where it is unpickled (a decoding worker)."""
+        return Scorer, (self.path, self.alpha, self.beta, self.alphabet, self.alphabet_path)
 
 
 def word_text(alphabet, spelling, utf8_mode):

@@ -3,6 +3,7 @@ rank decodes its shard and the chief gathers every sample's result (by index) an
 report equals the single-process one."""
 import json
 import os
+import time
 from dataclasses import dataclass, asdict
 
 import jiwer
@@ -10,7 +11,7 @@ import numpy as np
 import tensorflow.compat.v1 as tfv1
 
 from .. import distributed
-from ..beam_search import BeamSearch
+from ..beam_search import BeamSearch, BeamSearchPool
 from ..checkpoints import open_checkpoint
 from ..data.plans import eval_set
 from ..data.records import SampleRecord
@@ -19,6 +20,11 @@ from ..train_graph import checkpoint_variables
 from ..util.atomic import atomic_write
 from ..util.logging import log_info, log_report
 from ..util.text import labels_to_text
+
+
+# Beam search moves to a process per core once a batch took this long in this process.
+POOL_AFTER_SECONDS = 2.0
+PROCESSES = os.cpu_count() or 1
 
 
 @dataclass
@@ -50,24 +56,27 @@ class Decoder:
 
     def __init__(self, alphabet, settings, scorer=None):
         self.alphabet, self.settings, self.scorer = alphabet, settings, scorer
-        self.beam_search = self.make_beam_search()
-
-    def make_beam_search(self):
-        settings = self.settings
-        if settings.beam_width == 1 and self.scorer is None:
-            return None
-        return BeamSearch(self.alphabet, settings.beam_width, settings.cutoff_prob, settings.cutoff_top_n, self.scorer)
+        self.beam_search, self.pool = None, None
+        if settings.beam_width > 1 or scorer is not None:
+            self.beam_search = BeamSearch(alphabet, settings.beam_width, settings.cutoff_prob, settings.cutoff_top_n,
+                                          scorer)
 
     def set_lm_weights(self, alpha, beta):
         """Decode with the scorer's alpha and beta set to these (lm_optimizer's trials)."""
-        self.scorer.alpha, self.scorer.beta = alpha, beta
-        self.beam_search = self.make_beam_search()
+        self.beam_search = self.beam_search.with_lm_weights(alpha, beta)
 
     def decode(self, probs, lengths):
         """probs [batch, time, classes] (softmax), lengths [batch] -> one transcript per sample."""
         if self.beam_search is None:
             return [greedy_decode(p[:n], self.alphabet) for p, n in zip(probs, lengths)]
-        return [self.beam_search.decode(p[:n]) for p, n in zip(probs, lengths)]
+        batch = [p[:n] for p, n in zip(probs, lengths)]
+        if self.pool:
+            return self.pool.decode_batch(batch, self.scorer and (self.scorer.alpha, self.scorer.beta))
+        started = time.time()
+        texts = [self.beam_search.decode(p) for p in batch]
+        if time.time() - started > POOL_AFTER_SECONDS and PROCESSES > 1:
+            self.pool = BeamSearchPool(self.beam_search, PROCESSES)     # a few seconds to start: worth it from here
+        return texts
 
 
 def score(result):
