@@ -71,11 +71,12 @@ def lm_files(tmp_path_factory):
 
 def frames(alphabet, spec):
     """CTC probabilities from per-frame {character: probability} (None is the blank), the rest of
-    each frame spread thinly over the other labels."""
+    each frame spread thinly over the other labels, each a little differently: beam search breaks exact
+    ties by where its hypotheses lie in memory."""
     blank = alphabet.GetSize()
     rows = []
     for frame in spec:
-        row = np.full(blank + 1, 1e-3)
+        row = 1e-3 * (1 + np.random.RandomState(len(rows)).uniform(0, 0.1, blank + 1))
         for char, p in frame.items():
             row[blank if char is None else alphabet.EncodeSingle(char)] = p
         rows.append(row / row.sum())
@@ -237,3 +238,26 @@ def test_damaged_or_cut_scorers_are_named_not_a_crash(lm_files, tmp_path):
     damaged.write_bytes(package[:200] + np.random.RandomState(0).bytes(1000) + package[1200:])
     assert 'cannot load scorer {}: its KenLM model is damaged'.format(damaged) in check(damaged)
     assert check(lm_files['scorer']) == 'ok'
+
+
+@needs_kenlm
+def test_worker_processes_decode_as_this_one(lm_files, alphabet, monkeypatch):
+    """A test set's beam search moves to a process per core when batches take long: the same transcripts,
+    and the alpha and beta lm_optimizer sets between trials reach the workers."""
+    from types import SimpleNamespace
+    from deepspeech_training import evaluate
+    monkeypatch.setattr(evaluate, 'POOL_AFTER_SECONDS', 0)
+    monkeypatch.setattr(evaluate, 'PROCESSES', 2)
+    settings = SimpleNamespace(beam_width=32, cutoff_prob=1.0, cutoff_top_n=40)
+    decoder = evaluate.Decoder(alphabet, settings, Scorer(str(lm_files['scorer']), ALPHA, BETA, alphabet))
+    probs = np.array([frames(alphabet, [{'t': .9}, {'h': .9}, {'e': .9}, {' ': .9}, {'k': .5, 'c': .4}, {None: .9},
+                                        {'a': .9}, {None: .9}, {'t': .9}, {None: .9}])] * 3)
+    lengths = [10, 10, 9]
+    try:
+        assert decoder.decode(probs, lengths) == ['the cat'] * 3 and decoder.pool is not None   # this process
+        assert decoder.decode(probs, lengths) == ['the cat'] * 3     # the workers
+        decoder.set_lm_weights(0.0, -30.0)     # a word costs more than the acoustics of 'the cat'
+        expected = [decoder.beam_search.decode(p[:n]) for p, n in zip(probs, lengths)]
+        assert decoder.decode(probs, lengths) == expected != ['the cat'] * 3
+    finally:
+        decoder.pool.close()
