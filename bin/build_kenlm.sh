@@ -2,7 +2,8 @@
 # Build KenLM's lmplz, build_binary and filter once into the project's cached environment and print
 # their folder as the LAST line on stdout (logs go to stderr), so that
 #     KENLM_BIN=$(bin/build_kenlm.sh | tail -n 1)
-# works anywhere. data/lm/generate_lm.py uses these tools to build a language model.
+# works anywhere. data/lm/generate_lm.py uses these tools to build a language model. bin/setup.sh --kenlm
+# (and --test) installs the Debian packages the build needs, then runs this.
 #
 # Usage: bin/build_kenlm.sh [PATH/TO/ENV/bin/python]   (without it, bin/setup.sh is asked for one)
 #
@@ -24,7 +25,7 @@ pip_quietly() { "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored" >&2); }
 logged() {
     if ! "$@" >>"$work/build.log" 2>&1; then
         tail -n 40 "$work/build.log" >&2
-        log "ERROR: '$*' failed (last lines above); the Debian packages it needs are listed in bin/setup.sh"
+        log "ERROR: '$*' failed (last lines above); bin/setup.sh --kenlm installs the Debian packages it needs"
         exit 1
     fi
 }
@@ -44,7 +45,7 @@ BIN_DIR="$KENLM_DIR/bin"
 OS_RELEASE="$( (. /etc/os-release && echo "$ID-$VERSION_ID") 2>/dev/null || echo unknown)"
 KEPT="${DS_WHEEL_CACHE:-$(dirname "$ENV_DIR")/wheels}/kenlm-$KENLM_VERSION-${KENLM_SHA256:0:12}-$OS_RELEASE-$(uname -m)"
 
-# The kept tools, when all are there and find their shared libraries (the Debian packages of setup.sh).
+# The kept tools, when all are there and find their shared libraries (the Debian packages of setup.sh --kenlm).
 copy_kept() {
     local target
     for target in $TARGETS; do
@@ -73,6 +74,7 @@ build_kenlm() {
     mkdir -p "$BIN_DIR"
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
+    log "building KenLM's $TARGETS (needed for --kenlm: data/lm/generate_lm.py; about 1 min on 2 cores)"
     log "fetching the kenlm $KENLM_VERSION source distribution from PyPI"
     echo "kenlm==$KENLM_VERSION --hash=sha256:$KENLM_SHA256" >"$work/requirements.txt"
     # --no-build-isolation: pip reads the sdist's metadata with the environment's setuptools and wheel

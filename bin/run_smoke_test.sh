@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the bundled data: set up if needed, train a small model on data/smoke_test/, then
+# The main job on the bundled data: set up if needed (bin/setup.sh: what training and decoding need; no
+# Horovod, KenLM tools or test infrastructure), train a small model on data/smoke_test/, then
 # test it, printing the decoded transcripts and WER/CER. Extra arguments go to DeepSpeech.py, e.g.
 # bin/run_smoke_test.sh --epochs 50. Checkpoints and summaries go under ${SMOKE_DIR:-/tmp/deepspeech_smoke}.
 set -euo pipefail

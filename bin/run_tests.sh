@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up the environment if needed (bin/setup.sh), then run the whole test suite (what CI runs).
+# Set up everything the tests use if needed (bin/setup.sh --test: the environment with Horovod, KenLM's tools,
+# the released clients and the test infrastructure's Debian packages), then run the whole test suite (what CI runs).
 # Extra arguments go to pytest, e.g. bin/run_tests.sh -k overfit -x
 #   --fast     the fast tier only (doc/TESTING.rst): the tests not marked slow, and those marked fast
 #   --modules  also list the package's modules the tests ran code of (tests/helpers/modules_exercised.py);
@@ -8,7 +9,7 @@
 # in this process), each test file on one worker, the slowest files first (tests/conftest.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="$("$ROOT/bin/setup.sh" | tail -n 1)"
+PY="$("$ROOT/bin/setup.sh" --test | tail -n 1)"
 cd "$ROOT"
 CORES="$(nproc)"
 WORKERS="${DS_TEST_WORKERS:-$(( CORES < 4 ? CORES : 4 ))}"

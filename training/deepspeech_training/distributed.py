@@ -17,8 +17,8 @@ import tensorflow.compat.v1 as tfv1
 
 from .ranks import OneProcess
 
-INSTALL_HINT = ('--horovod needs Horovod built against this TensorFlow: run bin/setup.sh (it builds '
-                'horovod==0.28.1 with Gloo), or HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 pip install '
+INSTALL_HINT = ('--horovod needs Horovod built against this TensorFlow: run bin/setup.sh --horovod (it builds '
+                'horovod==0.28.1 with Gloo and MPI), or HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 pip install '
                 '--no-build-isolation horovod==0.28.1')
 
 

@@ -7,7 +7,7 @@ OUTPUT_DIR/vocab-TOP_K.txt, the two inputs of bin/generate_scorer_package.py.
 
 The same flags as DeepSpeech 0.9's data/lm/generate_lm.py, with the values its documentation used as
 defaults. The lower-cased text is streamed into lmplz instead of going through a temporary file.
-The KenLM tools come from bin/build_kenlm.sh, which bin/setup.sh runs.
+The KenLM tools come from bin/build_kenlm.sh, which bin/setup.sh --kenlm runs.
 """
 import argparse
 import collections
@@ -152,12 +152,14 @@ def generate(args):
 def check_args(parser, args):
     """Fail early, naming the file and the fix, instead of deep inside a KenLM tool."""
     if args.kenlm_bins is None:
-        parser.error('the KenLM tools are not built: run bin/build_kenlm.sh (or bin/setup.sh), '
-                     'or pass --kenlm_bins DIR holding {}'.format(', '.join(KENLM_TOOLS)))
+        parser.error('the KenLM tools are not built: run bin/setup.sh --kenlm (the Debian packages they need, '
+                     'then bin/build_kenlm.sh into this environment), or pass --kenlm_bins DIR holding {}'
+                     .format(', '.join(KENLM_TOOLS)))
     missing = [name for name in KENLM_TOOLS if not os.access(tool(args, name), os.X_OK)]
     if missing:
         parser.error('{} not found in --kenlm_bins {}: run bin/build_kenlm.sh, which prints the folder '
-                     'to pass'.format(', '.join(missing), args.kenlm_bins))
+                     'to pass (bin/setup.sh --kenlm also installs the Debian packages it needs)'
+                     .format(', '.join(missing), args.kenlm_bins))
     if not os.path.isfile(args.input_txt):
         parser.error('--input_txt {} does not exist'.format(args.input_txt))
     if not os.path.isdir(args.output_dir):
