@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the CPU variant of Dockerfile.train on a machine without a Docker daemon or Docker Hub, as
 # tests/test_docker.py does: buildah (vfs storage, chroot isolation) builds it FROM a local base
-# image made with debootstrap (Debian bookworm) plus this machine's Python 3.9 (what python:3.9
-# would give), imported as localhost/deepspeech-base:bookworm-py39. Prints the built image's name as
+# image made with debootstrap (Debian bookworm, what debian:bookworm would give; the Dockerfile installs
+# its python3, 3.11), imported as localhost/deepspeech-base:bookworm. Prints the built image's name as
 # the LAST line on stdout; logs and step timings go to stderr.
 #
 # What this machine already has is reused (doc/DOCKER.rst): its bin/setup.sh wheel cache (the compiled
@@ -20,7 +20,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 IMAGE="${1:-localhost/deepspeech-train:cpu}"
-BASE_IMAGE=localhost/deepspeech-base:bookworm-py39
+BASE_IMAGE=localhost/deepspeech-base:bookworm
 CACHE="${DS_DOCKER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deepspeech-training/docker}"
 BUILDAH=(buildah --storage-driver vfs)
 log() { echo "[build_docker] $*" >&2; }
@@ -33,24 +33,19 @@ install_tools() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah debootstrap >&2
 }
 
-# A python:3.9-like base: Debian bookworm has no Python 3.9, so the interpreter bin/setup.sh finds
-# here is copied in at the same path and linked as /usr/local/bin/python3.9.
+# A debian:bookworm-like base.
 make_base_rootfs() {
-    local rootfs="$CACHE/rootfs-bookworm-v3" prefix
-    prefix="$("$HOST_PY" -c 'import sys; print(sys.base_prefix)')"
+    local rootfs="$CACHE/rootfs-bookworm-v4"
     if [ ! -f "$rootfs.complete" ]; then
         rm -rf "$rootfs"; mkdir -p "$rootfs"
         debootstrap --variant=minbase bookworm "$rootfs" http://deb.debian.org/debian >&2
-        # As Debian's official images (python:3.9-bookworm's base) have it: the updates and security
+        # As Debian's official images (debian:bookworm) have it: the updates and security
         # suites, and dpkg without a sync per file. Not their docker-clean (it would empty the mounted
         # /var/cache/apt/archives after each install).
         printf 'deb http://deb.debian.org/debian %s main\n' bookworm bookworm-updates >"$rootfs/etc/apt/sources.list"
         echo 'deb http://deb.debian.org/debian-security bookworm-security main' >>"$rootfs/etc/apt/sources.list"
         echo force-unsafe-io >"$rootfs/etc/dpkg/dpkg.cfg.d/docker-apt-speedup"
         echo 'Acquire::Languages "none";' >"$rootfs/etc/apt/apt.conf.d/docker-no-languages"
-        mkdir -p "$rootfs$prefix"
-        cp -a "$prefix/." "$rootfs$prefix/"
-        ln -sf "$prefix/bin/python3.9" "$rootfs/usr/local/bin/python3.9"
         # This machine's extra CAs (its HTTPS to PyPI is re-signed), as a site's own base image has.
         cp -a /usr/local/share/ca-certificates/. "$rootfs/usr/local/share/ca-certificates/" 2>/dev/null || true
         rm -rf "$rootfs"/var/cache/apt/archives/*.deb
@@ -68,10 +63,10 @@ make_base_rootfs() {
 
 install_tools
 mkdir -p "$CACHE"
-# The host's environment, with its compiled Horovod wheel in the wheel cache (compiled once if that
-# environment was built before the cache existed). The image's setup computes the same key: same Python,
-# same pins, MPI, no GPU operations.
-HOST_PY="$("$ROOT/bin/setup.sh" --horovod-wheel | tail -n 1)"
+# The host's environment with Horovod and KenLM's tools, which leaves the compiled Horovod wheel and the tools
+# in the wheel cache. The image's setup computes the same key: the same Python version (Debian 12's
+# python3), the same pins, MPI, no GPU operations.
+HOST_PY="$("$ROOT/bin/setup.sh" --horovod --kenlm | tail -n 1)"
 WHEELS="${DS_WHEEL_CACHE:-$(dirname "$(dirname "$(dirname "$HOST_PY")")")/wheels}"
 mkdir -p "$WHEELS"
 MOUNTS=(-v "$WHEELS:/var/cache/deepspeech-wheels" --build-arg DS_WHEEL_CACHE=/var/cache/deepspeech-wheels)

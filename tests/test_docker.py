@@ -1,10 +1,10 @@
 """Dockerfile.train really builds (CPU variant) and the image trains, with the setup path of bare metal.
 
 No Docker daemon nor Docker Hub here: bin/build_docker_cpu_local.sh builds the Dockerfile with buildah
-(vfs storage, chroot isolation) FROM a local debootstrap bookworm + Python 3.9 base, then bin/setup.sh
-inside the build. That setup reuses what the machine's own bin/setup.sh left, mounted into the build: the
-compiled Horovod wheel and KenLM tools (its wheel cache, same environment key) and apt's downloaded
-packages; it still installs the pip packages and the released clients. Cold (no image, no base, the
+(vfs storage, chroot isolation) FROM a local debootstrap bookworm base, then bin/setup.sh --horovod --kenlm
+inside the build, with the image's Debian python3. That setup reuses what the machine's own bin/setup.sh left,
+mounted into the build: the compiled Horovod wheel and KenLM tools (its wheel cache, same environment key)
+and apt's downloaded packages; it still installs the pip packages. Cold (no image, no base, the
 machine's environment warm as in CI): 353 s on 2 shared cores (before: 705 s on CI's idle machine). An
 unchanged checkout reuses the image (its context-hash label). See doc/DOCKER.rst.
 """
