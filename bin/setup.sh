@@ -212,11 +212,11 @@ bootstrap_uv() {
     for python in /usr/bin/python3 python3 "$(command -v python3.12 || true)" "$(command -v python3.13 || true)"; do
         [ -n "$python" ] && python_version "$python" >/dev/null || continue
         if "$python" -m venv "$CACHE/uv" >/dev/null 2>&1 \
-                && pip_quietly "$CACHE/uv/bin/python" -m pip --disable-pip-version-check install -q uv >&2; then
+                && pip_quietly "$CACHE/uv/bin/python" -m pip --disable-pip-version-check install -q 'uv>=0.7' >&2; then
             echo "$CACHE/uv/bin/uv"; return 0
         fi
         rm -rf "$CACHE/uv"
-        if pip_quietly "$python" -m pip --disable-pip-version-check install -q --user uv >&2; then
+        if pip_quietly "$python" -m pip --disable-pip-version-check install -q --user 'uv>=0.7' >&2; then
             "$python" -c 'import os, site; print(os.path.join(site.USER_BASE, "bin", "uv"))'; return 0
         fi
     done
@@ -229,7 +229,7 @@ uv_python() {
     mkdir -p "$CACHE"
     uv="$(bootstrap_uv)" || { log "could not install uv with pip (no Python with venv or pip here)"; return 1; }
     "$uv" python install 3.11 >&2 || return 1
-    "$uv" python find --managed-python 3.11
+    "$uv" python find --managed-python 3.11 2>/dev/null || "$uv" python find 3.11
 }
 
 # PYTHON= the training Python, or a message and failure.
@@ -396,7 +396,7 @@ install_horovod() {
     else
         pip_quietly "${PIP[@]}" install -q -c "$ROOT/constraints.txt" "$(horovod_wheel)" >&2
     fi
-    "$ENV_DIR/bin/horovodrun" --check-build >&2
+    TF_CPP_MIN_LOG_LEVEL=3 "$ENV_DIR/bin/horovodrun" --check-build >&2
     echo "$HOROVOD_BUILD" >"$ENV_DIR/.horovod"
 }
 
