@@ -242,7 +242,7 @@ find_python() {
         return 1
     fi
     for candidate in /usr/bin/python3 "$(command -v python3 || true)" "$(command -v python3.11 || true)" \
-            "$(command -v python3.10 || true)" $(pyenv_pythons $SUPPORTED) \
+            "$(command -v python3.10 || true)" $(pyenv_pythons 3.11 3.10) \
             $(ls -d "$UV_PYTHONS"/cpython-3.11.*/bin/python3.11 2>/dev/null | sort -rV); do
         [ -n "$candidate" ] && [ -e "$candidate" ] || continue
         case "$seen" in *" $(readlink -f "$candidate") "*) continue ;; esac
