@@ -19,7 +19,8 @@ import sys
 import tempfile
 
 KENLM_TOOLS = ('lmplz', 'filter', 'build_binary')
-# KenLM's default KENLM_MAX_ORDER, which bin/build_kenlm.sh and ds_ctcdecoder's KenLM are built with.
+# KenLM's default KENLM_MAX_ORDER, which bin/build_kenlm.sh and flashlight-text's KenLM are built with
+# (a 6-gram package loads in both; DeepSpeech 0.9's decoder has the same limit).
 MAX_ORDER = 6
 
 
@@ -165,7 +166,7 @@ def check_args(parser, args):
     if not os.path.isdir(args.output_dir):
         parser.error('--output_dir {} is not a directory: create it first'.format(args.output_dir))
     if not 1 <= args.arpa_order <= MAX_ORDER:
-        parser.error('--arpa_order must be 1 to {} (KenLM and ds_ctcdecoder are built for at most {})'
+        parser.error('--arpa_order must be 1 to {} (KenLM and the decoder are built for at most {})'
                      .format(MAX_ORDER, MAX_ORDER))
     if args.top_k < 1:
         parser.error('--top_k must be at least 1')
