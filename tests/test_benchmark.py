@@ -1,6 +1,7 @@
 """bin/benchmark_training.py, bin/benchmark_pipeline.py, bin/benchmark_storage.py, bin/benchmark_scale.py and
 bin/benchmark_quality.py end to end on tiny configurations: they run, and write their tables, JSON and plot (no timed
-asserts: the numbers depend on the machine)."""
+asserts: the numbers depend on the machine); bin/benchmark_decoder.py's decoding and table on a few synthetic
+softmax matrices."""
 import json
 import os
 import re
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_command
+from conftest import ALPHABET, ROOT, client_python, run_command
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
 import netns_sshfs  # noqa: E402
@@ -215,3 +216,78 @@ def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(t
         assert re.search(r'^{} +(-?[\d.]+ +){{4}}'.format(re.escape(label)), table.split('growth k')[1], re.M)
     assert set(report['planning']['growth']) == {'train_plan_s', 'eval_plan_s'}
     assert [p['n'] for p in report['planning']['results']] == [300, 1000]
+
+
+def decoder_benchmark_outputs(tmp_path):
+    """bin/benchmark_decoder.py (the module) and an outputs file of it read back: peaky softmax matrices of
+    three sentences, the second spoken with one word wrong ('word' for 'world': 1 of 7 words, 1 of 34
+    characters)."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(ROOT, 'bin'))
+    import benchmark_decoder
+    from deepspeech_training.util.text import load_alphabet
+    alphabet = load_alphabet(ALPHABET)
+    references = ['the cat sat', 'hello world', 'good morning']
+    rng = np.random.default_rng(0)
+    probabilities = []
+    for text in ('the cat sat', 'hello word', 'good morning'):
+        frames = []
+        for label in [alphabet.GetSize()] + list(alphabet.Encode(text)):    # a blank frame, then each letter ...
+            for peak in (label, alphabet.GetSize()):                        # ... followed by a blank
+                frame = rng.uniform(0.0, 0.1, alphabet.GetSize() + 1)
+                frame[peak] = 3.0
+                frames.append(frame / frame.sum())
+        probabilities.append(np.array(frames, np.float32))
+    path = str(tmp_path / 'outputs.npz')
+    benchmark_decoder.write_outputs(path, probabilities, references, ['a.wav', 'b.wav', 'c.wav'],
+                                    ['the cat sat', 'hello word', 'good morning'],
+                                    dict(cutoff_prob=1.0, cutoff_top_n=300, lm_alpha=0.9, lm_beta=1.2))
+    loaded, data = benchmark_decoder.load_outputs(path)
+    assert all(np.array_equal(a, b) for a, b in zip(loaded, probabilities)) and len(loaded) == 3
+    assert data['references'] == references and data['defaults']['cutoff_top_n'] == 300
+    return benchmark_decoder, path, loaded, data
+
+
+@pytest.mark.fast
+def test_decoder_benchmark_decodes_and_tabulates_synthetic_outputs(tmp_path):
+    """The new decoder alone (no ds_ctcdecoder): WER/CER over the set, a row per setting after greedy's."""
+    benchmark_decoder, _, probabilities, data = decoder_benchmark_outputs(tmp_path)
+    decoding = dict(cutoff_prob=1.0, cutoff_top_n=300)
+    results, differences = benchmark_decoder.compare(probabilities, data['references'], [(4, False), (16, False)],
+                                                     None, None, decoding)
+    assert differences == {} and list(results) == [(4, False), (16, False)]
+    assert results[(16, False)]['flashlight'][0] == ['the cat sat', 'hello word', 'good morning']
+    rows = benchmark_decoder.rows_of(data['references'], data['greedy'], results)
+    assert [(r['decoder'], r['beam']) for r in rows] == [('greedy', 1), ('flashlight', 4), ('flashlight', 16)]
+    for row in rows:
+        assert row['wer'] == pytest.approx(1 / 7) and row['cer'] == pytest.approx(1 / 34)
+        assert row['ratio'] is None and row['same'] is None
+    assert all(r['ms'] > 0 for r in rows[1:])
+    table = benchmark_decoder.table(rows, 3).splitlines()
+    assert table[0].split() == ['decoder', 'beam', 'scorer', 'WER', 'CER', 'ms/utt', 'time', 'vs', 'ds', 'same',
+                                'as', 'ds']
+    assert table[3].split()[:5] == ['flashlight', '4', 'no', '0.1429', '0.0294'] and len(table) == 5
+
+
+@pytest.mark.fast
+def test_decoder_benchmark_runs_ds_ctcdecoder_beside_it(tmp_path):
+    """The same with ds_ctcdecoder 0.9.3 in its Python beside the clients (skipped where there is none): both
+    give the transcripts, timed, its rows come first and count the new decoder's identical transcripts."""
+    python = client_python('ds_ctcdecoder')
+    benchmark_decoder, path, probabilities, data = decoder_benchmark_outputs(tmp_path)
+    ds_python, missing = benchmark_decoder.find_ds_python(python)
+    assert not missing
+    decoding = dict(cutoff_prob=1.0, cutoff_top_n=300)
+    ds = benchmark_decoder.DsDecoder(ds_python, path, None, 0.9, 1.2, decoding)
+    try:
+        assert ds.version == '0.9.3'
+        results, differences = benchmark_decoder.compare(probabilities, data['references'], [(8, False)], ds, None,
+                                                         decoding, explain=2)
+    finally:
+        ds.close()
+    assert differences == {(8, False): []}
+    assert results[(8, False)]['ds_ctcdecoder'][0] == ['the cat sat', 'hello word', 'good morning']
+    rows = benchmark_decoder.rows_of(data['references'], data['greedy'], results)
+    assert [r['decoder'] for r in rows] == ['greedy', 'ds_ctcdecoder', 'flashlight']
+    assert rows[1]['ratio'] == pytest.approx(1.0) and rows[2]['ratio'] > 0
+    assert rows[1]['same'] == rows[2]['same'] == 3
