@@ -324,11 +324,16 @@ def main(argv=None):
     parser.add_argument('--explain', type=int, default=5, metavar='N',
                         help='ds_ctcdecoder\'s top N hypotheses of each utterance the decoders disagree on, in '
                              'decoder.json (0: none)')
-    parser.add_argument('--fresh', action='store_true', help='make the corpus, model and outputs anew')
+    parser.add_argument('--fresh', action='store_true',
+                        help='make the corpus (of this --utterances), model and outputs in --out_dir anew')
     args = parser.parse_args(argv)
     out_dir = os.path.abspath(args.out_dir)
-    if args.fresh:
-        shutil.rmtree(out_dir, ignore_errors=True)
+    if args.fresh:      # what this benchmark made there, nothing else
+        for name in ('corpus-{}'.format(args.utterances), 'model'):
+            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+        for name in ('outputs.npz', 'outputs.json', 'outputs.txt'):
+            if os.path.exists(os.path.join(out_dir, name)):
+                os.remove(os.path.join(out_dir, name))
     os.makedirs(out_dir, exist_ok=True)
     started = time.time()
     corpus_dir = make_corpus(out_dir, args.utterances)
