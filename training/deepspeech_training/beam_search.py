@@ -8,11 +8,13 @@ With a scorer, flashlight's LexiconDecoder is set up to score as DeepSpeech's pr
 - words are spelt with the space that ends them, so a word is scored when its space is emitted, and
   only words of the package's vocabulary can be spelt (no unknown-word score); no look-ahead smearing;
 - the last word is scored at the end though no space follows (one extra frame that emits only the
-  space), and without the end-of-sentence probability, which flashlight adds and DeepSpeech does not
-  (the final hypotheses are ranked again without it);
+  space);
 - the alignments of a prefix are summed (log_add);
 - each frame keeps the characters DeepSpeech's cutoff_prob / cutoff_top_n keep, and leading frames
-  whose blank probability is >= 0.999 are skipped, as DeepSpeech does.
+  whose blank probability is >= 0.999 are skipped, as DeepSpeech does;
+- flashlight's final beam only proposes: the distinct transcripts it ranks best are ranked again by
+  DeepSpeech's own score, computed exactly (best_by_deepspeechs_score), since flashlight also reaches
+  transcripts through silences DeepSpeech's dictionary forbids, and adds P(</s>).
 Without a scorer, flashlight's LexiconFreeDecoder with no LM is plain prefix beam search.
 
 flashlight's decoders hold the GIL, so where DeepSpeech decoded a batch on a thread per core, BeamSearchPool
@@ -30,7 +32,12 @@ START_BLANK = 0.999                        # DeepSpeech starts expanding at the 
 # A class pruned from a frame gets this log probability, not -inf: flashlight's log-add of two -inf
 # hypotheses is NaN, which breaks its sort. The beam threshold drops every path through one.
 PRUNED = np.float32(-1e30)
-BEAM_THRESHOLD = 1e20
+# Hypotheses further than this (natural log) below a frame's best are dropped: DeepSpeech skipped, in a full
+# beam, those that could not beat its worst one. Measured on a trained model's outputs (bin/benchmark_decoder.py):
+# the same transcripts as with no threshold at beams 32-1024, three times faster at 500 and 1024.
+BEAM_THRESHOLD = 30.0
+# How many of flashlight's best distinct transcripts DeepSpeech's score ranks again.
+RERANKED = 8
 
 
 def frame_log_probs(probs, cutoff_prob, cutoff_top_n):
@@ -89,27 +96,41 @@ class BeamSearch:
         if not len(expanding):
             return ''
         log_probs = frame_log_probs(probs[expanding[0]:], self.cutoff_prob, self.cutoff_top_n)
-        if self.scorer is not None:
-            log_probs = np.concatenate([log_probs, self.last_word_frame])
-        log_probs = np.ascontiguousarray(log_probs)
-        results = self.decoder.decode(log_probs.ctypes.data, len(log_probs), log_probs.shape[1])
-        if not results:
-            return ''
         if self.scorer is None:
-            return self.alphabet.Decode(self.collapse(results[0].tokens[1:-1]))
-        best = max(results, key=self.score_without_sentence_end)
-        text = self.alphabet.Decode(self.collapse(best.tokens[1:-1]))
-        return ' '.join(word for word in text.split(' ') if word)    # silence between words: one space
+            results = self.search(log_probs)
+            return self.alphabet.Decode(self.collapse(results[0].tokens[1:-1])) if results else ''
+        return self.best_by_deepspeechs_score(self.search(np.concatenate([log_probs, self.last_word_frame])),
+                                              log_probs)
 
-    def score_without_sentence_end(self, result):
-        """The hypothesis' score as DeepSpeech ranks it: without P(</s> | last words), which flashlight's
-        decode_end added."""
-        lm = self.scorer.lm
-        state = lm.start(False)
-        for word in result.words:
-            if word >= 0:
-                state, _ = lm.score(state, word)
-        return result.score - self.lm_weight * lm.finish(state)[1]
+    def search(self, log_probs):
+        log_probs = np.ascontiguousarray(log_probs)
+        return self.decoder.decode(log_probs.ctypes.data, len(log_probs), log_probs.shape[1])
+
+    def best_by_deepspeechs_score(self, results, log_probs):
+        """The transcript DeepSpeech's decoder ranks first among flashlight's best RERANKED: the log of the CTC
+        sum over all its alignments + alpha x ln P_LM of its words (from <s>, without </s>) + beta per word. A
+        transcript counts twice, with and without the space after its last word, as DeepSpeech keeps both
+        prefixes (and returns the trailing space when that one wins)."""
+        ranked = sorted(results, key=lambda result: -result.score)
+        candidates = list(dict.fromkeys(tuple(w for w in r.words if w >= 0) for r in ranked))[:RERANKED]
+        sequences, scores = [], []
+        for words in candidates:
+            labels = [label for word in words for label in self.scorer.spellings[word]]
+            ends = [labels] if self.scorer.utf8_mode or not labels else [labels[:-1], labels]
+            sequences += ends
+            scores += [self.lm_score(words)] * len(ends)
+        if not sequences:
+            return ''
+        scores = np.array(scores) + ctc_log_likelihoods(log_probs, sequences, self.blank)
+        return self.alphabet.Decode(sequences[int(np.argmax(scores))])
+
+    def lm_score(self, words):
+        """alpha x ln P(words) from the sentence start, without its end, + beta per word (DeepSpeech's)."""
+        lm, state, log10_prob = self.scorer.lm, self.scorer.lm.start(False), 0.0
+        for word in words:
+            state, score = lm.score(state, word)
+            log10_prob += score
+        return self.lm_weight * log10_prob + self.scorer.beta * len(words)
 
     def collapse(self, tokens):
         """CTC's rule on a per-frame token path: merge repeats, then drop blanks."""
@@ -119,6 +140,36 @@ class BeamSearch:
                 labels.append(token)
             previous = token
         return labels
+
+
+def ctc_log_likelihoods(log_probs, sequences, blank):
+    """ln P(sequence | log_probs [time, classes]) under CTC, summed over every alignment, for each label
+    sequence, all at once. (CTC's forward recursion in numpy, in probabilities rescaled every frame:
+    TensorFlow's ctc_loss would bring TensorFlow into the decoding workers.)"""
+    longest = max(len(sequence) for sequence in sequences)
+    states = np.full((len(sequences), 2 * longest + 1), blank)      # blank, label, blank, label, ..., blank
+    for row, sequence in enumerate(sequences):
+        states[row, 1:2 * len(sequence):2] = sequence
+    can_skip = np.zeros(states.shape, bool)                          # from the label two states back
+    can_skip[:, 2:] = (states[:, 2:] != blank) & (states[:, 2:] != states[:, :-2])
+    probs = np.exp(log_probs.astype(np.float64))
+    forward = np.zeros(states.shape)
+    forward[:, :2] = probs[0][states[:, :2]]
+    log_scale = np.zeros(len(sequences))
+    for frame in probs[1:]:
+        reached = forward.copy()
+        reached[:, 1:] += forward[:, :-1]
+        reached[:, 2:] += np.where(can_skip[:, 2:], forward[:, :-2], 0.0)
+        forward = reached * frame[states]
+        scale = forward.max(axis=1, keepdims=True)
+        scale[scale == 0] = 1.0
+        forward /= scale
+        log_scale += np.log(scale[:, 0])
+    last = np.array([2 * len(sequence) for sequence in sequences])
+    rows = np.arange(len(sequences))
+    total = forward[rows, last] + np.where(last > 0, forward[rows, np.maximum(last - 1, 0)], 0.0)
+    with np.errstate(divide='ignore'):
+        return np.log(total) + log_scale
 
 
 class BeamSearchPool:
