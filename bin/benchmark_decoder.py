@@ -118,7 +118,8 @@ def dump_outputs(path, test_csv, checkpoint_dir, *model_flags):
     from deepspeech_training.config import settings_from_args
     from deepspeech_training.data.plans import eval_set
     from deepspeech_training.data.samples import read_sources
-    from deepspeech_training.evaluate import acoustic_outputs, build_evaluation, greedy_decode
+    from deepspeech_training.decoding import greedy_decode
+    from deepspeech_training.evaluate import acoustic_outputs, build_evaluation
     from deepspeech_training.flags import create_flags
     from deepspeech_training.util import logging
     tfv1.disable_eager_execution()

@@ -18,6 +18,7 @@ containers that exist.
 """
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 from multiprocessing import Pool
@@ -25,7 +26,7 @@ from multiprocessing import Pool
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
 from deepspeech_training.entry import quiet_tensorflow  # noqa: E402
 quiet_tensorflow('2')
-from deepspeech_training.config import N_CONTEXT, N_INPUT, Config  # noqa: E402
+from deepspeech_training.config import settings_from_args  # noqa: E402
 from deepspeech_training.data import container_index, convert, sdb, tar_shards  # noqa: E402
 from deepspeech_training.data.audio import RecordAudio  # noqa: E402
 from deepspeech_training.data.samples import DEFAULT_READ_BUFFER, DataError, read_records  # noqa: E402
@@ -37,7 +38,6 @@ from deepspeech_training.util.text import load_alphabet  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUDIO_TYPES = {'opus': sdb.OPUS, 'wav': sdb.WAV}
-SAMPLE_RATE = 16000     # as training checks by default: 32 ms windows, 20 ms steps at 16 kHz
 
 
 def parse_args(argv=None):
@@ -84,10 +84,9 @@ def parse_args(argv=None):
 
 
 def check_config(alphabet, read_buffer):
-    """What validation needs of a training Config: DeepSpeech's default feature windows."""
-    return Config(alphabet=alphabet, n_input=N_INPUT, n_context=N_CONTEXT,
-                  audio_window_samples=SAMPLE_RATE * 32 // 1000, audio_step_samples=SAMPLE_RATE * 20 // 1000,
-                  n_hidden=0, n_classes=0, sample_rate=SAMPLE_RATE, read_buffer=read_buffer)
+    """What validation needs of a training Config: the training flags' defaults (DeepSpeech's feature windows
+    at 16 kHz), with this alphabet and read buffer."""
+    return dataclasses.replace(settings_from_args([]).model, alphabet=alphabet, read_buffer=read_buffer)
 
 
 _worker = {}

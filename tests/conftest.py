@@ -364,19 +364,13 @@ def tiny_model_flags(tmp_path, n_hidden=32):
 
 
 def settings_from_args(*args):
-    """In process, as DeepSpeech.py's main() reads its command line `args` (flags.py, config.py, cli.py):
-    (Settings, the flags.txt text, cli.read_input's (train records, dev sets, test sets)). FLAGS is
-    left unparsed, so each call starts from the defaults."""
-    from deepspeech_training import cli
-    from deepspeech_training.flags import FLAGS, create_flags
+    """In process, as DeepSpeech.py's main() reads its command line `args`: (Settings, inputs.read_input's
+    (train records, dev sets, test sets, metrics sets)). The global FLAGS is not touched."""
+    from deepspeech_training.config import settings_from_args as parse
+    from deepspeech_training.inputs import read_input
     check_fast_tier_command(args)
-    create_flags()
-    FLAGS(['DeepSpeech.py', '--alphabet_config_path', ALPHABET, '--noshow_progressbar'] + [str(a) for a in args])
-    try:
-        settings = cli.settings_from_flags()
-        return settings, FLAGS.flags_into_string(), cli.read_input(settings.model)
-    finally:
-        FLAGS.unparse_flags()
+    settings = parse(['--alphabet_config_path', ALPHABET, '--noshow_progressbar', *args])
+    return settings, read_input(settings.input, settings.model)
 
 
 @pytest.fixture(scope='session')

@@ -18,7 +18,7 @@ from deepspeech_training import distributed
 from deepspeech_training.checkpoints import check_writable
 from deepspeech_training.data.validation import validate_groups
 from deepspeech_training import evaluate
-from deepspeech_training.evaluate import Decoder
+from deepspeech_training.decoding import Decoder
 from deepspeech_training.stopping import Interrupted
 from deepspeech_training.trainer import Trainer
 from deepspeech_training.util import logging
@@ -122,7 +122,7 @@ def train_two_ranks(both_settings, trainer_class=RecordingTrainer, dev=True, met
     Trainer (with the dev sets as --metrics_files too if `metrics`). Returns each rank's trainer, or the
     exception it raised."""
     def rank_main(dist):
-        settings, flags_text, (train_records, dev_sets, _) = both_settings[dist.rank]
+        settings, (train_records, dev_sets, _, _) = both_settings[dist.rank]
         train_records, groups = validate_groups(dist.before_sync(), settings.model, train_records,
                                                 {'dev': dev_sets if dev else {}})
         dev_sets = groups['dev']
@@ -131,7 +131,7 @@ def train_two_ranks(both_settings, trainer_class=RecordingTrainer, dev=True, met
             check_writable(settings.training.summary_dir, 'summaries')
         trainer = trainer_class(dist, settings, train_records, dev_sets, dev_sets if metrics else None)
         try:
-            trainer.run(flags_text)
+            trainer.run()
         except Interrupted as interrupted:
             trainer.interrupted = interrupted
         return trainer
@@ -203,8 +203,8 @@ def test_two_rank_test_reports_every_sample_once_from_rank0_checkpoint_alone(dec
     """test(): each rank decodes its shard, rank 0 gathers; rank 1 has no checkpoint (only rank 0
     needs files). The report equals the single-process one."""
     _, both, _ = decided_run
-    settings = [s for s, _, _ in both]
-    sets = both[0][2][1]    # the dev set as a test set
+    settings = [s for s, _ in both]
+    sets = both[0][1][1]    # the dev set as a test set
 
     def rank_test(dist):
         decoding = dataclasses.replace(settings[dist.rank].decoding,

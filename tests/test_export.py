@@ -19,7 +19,7 @@ import tensorflow.compat.v1 as tfv1
 
 from conftest import (ALPHABET, OVERFIT_N_HIDDEN, ROOT, SMOKE_SINGLE_CSV, client_python, deepspeech_command,
                       make_scorer, overfit_single_utterance, run_command, run_deepspeech, tiny_model_flags)
-from deepspeech_training.evaluate import greedy_decode
+from deepspeech_training.decoding import greedy_decode
 from tensorflow.core.util.memmapped_file_system_pb2 import MemmappedFileSystemDirectory
 from deepspeech_training.data.audio import read_audio
 from deepspeech_training.util.text import load_alphabet
@@ -272,12 +272,12 @@ def test_in_process_export_of_a_fresh_checkpoint_has_the_clients_inputs_outputs_
     from deepspeech_training.util import logging
     # no bars: progressbar2 hands sys.stdout back as it found it at import, which is not capfd's
     monkeypatch.setitem(logging._state, 'show_progressbar', False)
-    settings, flags_text, (train_records, _, _) = settings_from_args(
+    settings, (train_records, _, _, _) = settings_from_args(
         *tiny_model_flags(tmp_path, 16), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 1, '--load_evaluate', 'last',
         '--export_dir', tmp_path / 'export', '--export_zip')
     with context.graph_mode():
         check_writable(settings.checkpoints.save_dir, 'checkpoints')
-        Trainer(Single(), settings, train_records, {}).run(flags_text)
+        Trainer(Single(), settings, train_records, {}).run()
         capfd.readouterr()
         export(settings)
     out, err = capfd.readouterr()

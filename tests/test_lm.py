@@ -245,11 +245,11 @@ def test_worker_processes_decode_as_this_one(lm_files, alphabet, monkeypatch):
     """A test set's beam search moves to a process per core when batches take long: the same transcripts,
     and the alpha and beta lm_optimizer sets between trials reach the workers."""
     from types import SimpleNamespace
-    from deepspeech_training import evaluate
-    monkeypatch.setattr(evaluate, 'POOL_AFTER_SECONDS', 0)
-    monkeypatch.setattr(evaluate, 'PROCESSES', 2)
+    from deepspeech_training import decoding
+    monkeypatch.setattr(decoding, 'POOL_AFTER_SECONDS', 0)
+    monkeypatch.setattr(decoding, 'PROCESSES', 2)
     settings = SimpleNamespace(beam_width=32, cutoff_prob=1.0, cutoff_top_n=40)
-    decoder = evaluate.Decoder(alphabet, settings, Scorer(str(lm_files['scorer']), ALPHA, BETA, alphabet))
+    decoder = decoding.Decoder(alphabet, settings, Scorer(str(lm_files['scorer']), ALPHA, BETA, alphabet))
     probs = np.array([frames(alphabet, [{'t': .9}, {'h': .9}, {'e': .9}, {' ': .9}, {'k': .5, 'c': .4}, {None: .9},
                                         {'a': .9}, {None: .9}, {'t': .9}, {None: .9}])] * 3)
     lengths = [10, 10, 9]

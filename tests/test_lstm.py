@@ -5,7 +5,7 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 from deepspeech_training.model import LSTM_SCOPE, create_model, fused_lstm, lstm_function, scan_lstm
-from deepspeech_training.config import Config, N_CONTEXT, N_INPUT
+from deepspeech_training.config import N_CONTEXT, N_INPUT, settings_from_args
 
 T, B, N_IN, H = 12, 3, 5, 7
 
@@ -66,8 +66,7 @@ def test_auto_is_fused_on_gpu_and_scan_on_cpu():
 
 
 def model_config(lstm_impl):
-    return Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
-                  audio_step_samples=320, n_hidden=16, n_classes=29, lstm_impl=lstm_impl)
+    return settings_from_args(['--n_hidden', 16, '--lstm_impl', lstm_impl]).model
 
 
 def model_logits(lstm_impl, windows, seq_lengths, save_to=None, load_from=None):

@@ -9,7 +9,7 @@ import tensorflow.compat.v1 as tfv1
 
 from conftest import SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, run_horovod, tiny_model_flags
 from test_horovod import saved_variables
-from deepspeech_training.config import Config, N_CONTEXT, N_INPUT
+from deepspeech_training.config import settings_from_args
 from deepspeech_training.session import session_config
 from deepspeech_training.model import create_model, lstm_function
 from deepspeech_training.precision import BFLOAT16, cpu_has_bfloat16
@@ -24,8 +24,7 @@ MATMUL_OPS = ('MatMul', 'BatchMatMulV2', '_MklMatMul', '_MklNativeMatMul', '_Fus
 def step_graph_types(mixed_precision):
     """{(op type, node name): type} of one training step of a small model as the session runs it (the
     graph after grappler's rewrites)."""
-    config = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
-                    audio_step_samples=320, n_hidden=64, n_classes=29, lstm_impl='scan')
+    config = settings_from_args(['--n_hidden', 64, '--lstm_impl', 'scan']).model
     with tf.Graph().as_default():
         logits, _ = create_model(tf.random.uniform([2, 20, 19, 26]), tf.fill([2], 20), config, [0.0] * 6,
                                  lstm=lstm_function(config.lstm_impl, mixed_precision))

@@ -2,6 +2,7 @@
 not grow per sample where it must not. Corpora of 10k and 100k samples are generated in the test: CSV rows
 (files needed only where audio is checked), and .sdb files and tar shards of one tiny clip repeated, with
 the index beside them written from what the test wrote (building it is container_index's own test)."""
+import dataclasses
 import io
 import os
 import re
@@ -14,7 +15,7 @@ import pytest
 import soundfile
 
 from conftest import SMOKE_DIR
-from deepspeech_training.config import Config
+from deepspeech_training.config import settings_from_args
 from deepspeech_training.data import container_index, headers, sdb
 from deepspeech_training.data.samples import DataError, read_records, read_sources
 from deepspeech_training.data.validation import validate_sets
@@ -35,8 +36,7 @@ def alphabet():
 
 
 def config(alphabet, cache_dir=None):
-    return Config(alphabet=alphabet, n_input=26, n_context=9, audio_window_samples=512, audio_step_samples=320,
-                  n_hidden=8, n_classes=alphabet.GetSize() + 1, data_cache_dir=cache_dir)
+    return dataclasses.replace(settings_from_args(['--n_hidden', 8]).model, alphabet=alphabet, data_cache_dir=cache_dir)
 
 
 def clip_bytes(seconds=0.04, rate=16000):

@@ -1,6 +1,7 @@
 import numpy as np
 
-from deepspeech_training.evaluate import SampleResult, greedy_decode, score, summarize
+from deepspeech_training.decoding import greedy_decode
+from deepspeech_training.evaluate import SampleResult, score, summarize
 
 
 def test_wer_and_cer_of_one_sample():

@@ -18,7 +18,7 @@ from deepspeech_training.trainer import Trainer  # noqa: E402
 
 tfv1.disable_eager_execution()
 PACKAGE = os.path.join(ROOT, 'training', 'deepspeech_training')
-FLAG_READERS = {'cli.py', 'config.py', 'flags.py'}
+FLAG_READERS = {'config.py', 'flags.py'}
 N_HIDDEN = 16
 
 
@@ -37,7 +37,7 @@ def step_graph(train_op, batch):
 
 
 def trainer_step(tmp_path):
-    settings, _, (train_records, _, _) = settings_from_args(
+    settings, (train_records, _, _, _) = settings_from_args(
         '--train_files', SMOKE_CSV, '--n_hidden', N_HIDDEN, '--lstm_impl', 'scan', '--checkpoint_dir', tmp_path)
     trainer = Trainer(Single(), settings, train_records, {})
     batch = next(op for op in tfv1.get_default_graph().get_operations() if op.type == 'IteratorGetNext').outputs

@@ -19,7 +19,6 @@ from deepspeech_training import distributed  # noqa: E402
 from deepspeech_training.cli import run_script  # noqa: E402
 from deepspeech_training.config import settings_from_flags  # noqa: E402
 from deepspeech_training.data.samples import read_sources  # noqa: E402
-from deepspeech_training.flags import FLAGS  # noqa: E402
 from deepspeech_training.graph import set_steps  # noqa: E402
 from deepspeech_training.session import create_session  # noqa: E402
 from deepspeech_training.trainer import Trainer  # noqa: E402
@@ -27,11 +26,11 @@ from deepspeech_training.util import logging  # noqa: E402
 
 
 def first_step(_):
-    dist = distributed.init(FLAGS.horovod)
-    logging.configure(dist, FLAGS.show_progressbar)
     settings = settings_from_flags()
+    dist = distributed.init(settings.run.horovod)
+    logging.configure(dist, settings.run.show_progressbar)
     os.makedirs(settings.checkpoints.save_dir, exist_ok=True)
-    trainer = Trainer(dist, settings, read_sources([FLAGS.train_files], settings.model.alphabet), {})
+    trainer = Trainer(dist, settings, read_sources(settings.input.train_files, settings.model.alphabet), {})
     step = trainer.step
     variables = [v for _, v in step.gradients]
     local = tfv1.gradients(step.forward.mean_loss, variables)

@@ -73,12 +73,17 @@ def evaluate():
 
 
 def transcribe():
+    """deepspeech-transcribe, transcribe.py: WAV files to text with a checkpoint (transcribe.py's flags and
+    DeepSpeech.py's)."""
     quiet_tensorflow('2')
-    from .transcribe import main
-    main()
+    from .cli import run_script
+    from .transcribe import define_flags, transcribe_files
+    run_script(transcribe_files, define_flags)
 
 
 def lm_optimizer():
+    """deepspeech-lm-optimizer, lm_optimizer.py: search the scorer's alpha and beta on a dev set."""
     quiet_tensorflow('2')
-    from .lm_optimizer import main
-    main()
+    from .cli import run_script
+    from .lm_optimizer import define_flags, optimize
+    run_script(optimize, define_flags)

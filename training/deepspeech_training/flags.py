@@ -3,6 +3,7 @@
 absl already rejects unknown flags and malformed values; the validators registered here reject
 values and combinations that would only fail (or silently do nothing) hours into a run.
 """
+import functools
 import os
 import re
 
@@ -43,11 +44,22 @@ def list_in_short_help(main_module):
                 FLAGS.register_key_flag_for_module(main_module, flag)
 
 
-def create_flags():
-    """Define every flag (idempotent, so tests may import several entry points)."""
-    if 'train_files' in FLAGS:
+class _Definitions:
+    """absl's DEFINE_* functions, defining into `flag_values` instead of the global FLAGS."""
+
+    def __init__(self, flag_values):
+        self.flag_values = flag_values
+
+    def __getattr__(self, name):
+        return functools.partial(getattr(flags, name), flag_values=self.flag_values)
+
+
+def create_flags(flag_values=FLAGS):
+    """Define every flag in `flag_values`: the global FLAGS of the command line, or a FlagValues of its own
+    (config.settings_from_args). Idempotent, so tests may import several entry points."""
+    if 'train_files' in flag_values:
         return
-    f = flags
+    f = _Definitions(flag_values)
 
     # Data
     f.DEFINE_string('train_files', '', 'comma-separated list of CSV files, sample databases (.sdb) and tar shards '
@@ -236,7 +248,7 @@ def create_flags():
                    '--learning_rate x ranks over this many epochs (Goyal et al. 2017)', lower_bound=0.0)
     f.DEFINE_integer('warmup_steps', 0, 'the same warm-up counted in optimizer updates', lower_bound=0)
 
-    _register_validators()
+    _register_validators(f)
 
 
 def _dropout_ok(value):
@@ -280,55 +292,55 @@ def _augmentations_ok(values):
     return True
 
 
-def _register_validators():
-    flags.register_multi_flags_validator(['augment', 'audio_sample_rate'], _augmentations_ok)
+def _register_validators(f):
+    f.register_multi_flags_validator(['augment', 'audio_sample_rate'], _augmentations_ok)
     for name in ['dropout_rate', 'dropout_rate2', 'dropout_rate3', 'dropout_rate4', 'dropout_rate5',
                  'dropout_rate6']:
-        flags.register_validator(name, _dropout_ok, message='must be in [0, 1), or -1 for --dropout_rate')
+        f.register_validator(name, _dropout_ok, message='must be in [0, 1), or -1 for --dropout_rate')
     for name in ['train_files', 'dev_files', 'test_files', 'metrics_files']:
-        flags.register_validator(name, _existing_files,
+        f.register_validator(name, _existing_files,
                                  message='names a CSV file that does not exist (check the path; several '
                                          'files are separated by commas)')
-    flags.register_validator('ema_decay', lambda decay: 0.0 <= decay < 1.0, message='must be in [0, 1)')
-    flags.register_validator('read_buffer', _size_ok, message='must be a size above 0, e.g. 1MB, 512KB or 4096')
+    f.register_validator('ema_decay', lambda decay: 0.0 <= decay < 1.0, message='must be in [0, 1)')
+    f.register_validator('read_buffer', _size_ok, message='must be a size above 0, e.g. 1MB, 512KB or 4096')
     for name in ['scorer_path', 'one_shot_infer']:
-        flags.register_validator(name, lambda path: not path or os.path.isfile(path), message='file not found')
-    flags.register_validator('alphabet_config_path', lambda path: os.path.isfile(alphabet_path(path)),
+        f.register_validator(name, lambda path: not path or os.path.isfile(path), message='file not found')
+    f.register_validator('alphabet_config_path', lambda path: os.path.isfile(alphabet_path(path)),
                              message='alphabet file not found (DeepSpeech\'s English one is data/alphabet.txt)')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['train_files', 'dev_files', 'early_stop', 'reduce_lr_on_plateau'],
         lambda v: not v['train_files'] or v['dev_files'] or not (v['early_stop'] or v['reduce_lr_on_plateau']),
         message='--early_stop and --reduce_lr_on_plateau decide from the dev loss: give --dev_files too')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['early_stop', 'reduce_lr_on_plateau', 'es_epochs', 'plateau_epochs'],
         lambda v: not (v['early_stop'] and v['reduce_lr_on_plateau']) or v['plateau_epochs'] < v['es_epochs'],
         message='--plateau_epochs must be smaller than --es_epochs, or the early stop fires before any plateau')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['horovod', 'horovod_fp16_compression', 'horovod_backward_passes_per_step'],
         lambda v: v['horovod'] or not (v['horovod_fp16_compression'] or v['horovod_backward_passes_per_step'] > 1),
         message='--horovod_fp16_compression and --horovod_backward_passes_per_step need --horovod (on one '
                 'machine: horovodrun -np 1 python DeepSpeech.py --horovod ...)')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['horovod', 'horovod_elastic', 'horovod_backward_passes_per_step'],
         lambda v: not v['horovod_elastic'] or (v['horovod'] and v['horovod_backward_passes_per_step'] == 1),
         message='--horovod_elastic needs --horovod (horovodrun -np 2 --min-np 1 --host-discovery-script ... python '
                 'DeepSpeech.py --horovod --horovod_elastic ...), and no --horovod_backward_passes_per_step (its '
                 'partial sums are not kept over a reset)')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['ema_decay', 'horovod_backward_passes_per_step'],
         lambda v: not (v['ema_decay'] and v['horovod_backward_passes_per_step'] > 1),
         message='--ema_decay does not work with --horovod_backward_passes_per_step (the weights change only every '
                 'k-th batch, but the average would be updated at every batch): leave out one of them')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['train_cudnn', 'lstm_impl'], lambda v: not v['train_cudnn'] or v['lstm_impl'] != 'scan',
         message='--train_cudnn is --lstm_impl fused: leave out one of them')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['warmup_epochs', 'warmup_steps'], lambda v: not (v['warmup_epochs'] and v['warmup_steps']),
         message='give --warmup_epochs or --warmup_steps, not both')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['feature_win_len', 'feature_win_step'], lambda v: v['feature_win_step'] <= v['feature_win_len'],
         message='--feature_win_step must not exceed --feature_win_len (audio between windows would be skipped)')
-    flags.register_multi_flags_validator(
+    f.register_multi_flags_validator(
         ['train_files', 'test_files', 'drop_source_layers', 'load_train'],
         lambda v: not v['drop_source_layers'] or (v['train_files'] and v['load_train'] != 'init'),
         message='--drop_source_layers transfers weights into a training run: give --train_files and a '

@@ -12,10 +12,11 @@ from absl import app, flags
 
 from . import distributed
 from .checkpoints import open_checkpoint
-from .cli import make_decoder, read_test_sets, run_script
 from .config import from_flags, settings_from_flags
 from .data.plans import eval_set
+from .decoding import make_decoder
 from .evaluate import acoustic_outputs, build_evaluation, decode_outputs, summarize
+from .inputs import read_test_sets
 from .util.logging import configure, log_info
 
 try:
@@ -26,7 +27,7 @@ except ImportError:     # an extra: pip install 'deepspeech_training[lm]'
 
 @dataclass
 class SearchSettings:
-    """The search's own flags (main() defines them)."""
+    """The search's own flags (define_flags())."""
     lm_alpha_max: float
     lm_beta_max: float
     n_trials: int
@@ -36,8 +37,8 @@ def optimize(_):
     if optuna is None:
         raise SystemExit('lm_optimizer needs optuna: pip install "deepspeech_training[lm]" (bin/setup.sh installs it)')
     settings, search = settings_from_flags(), from_flags(SearchSettings)
-    configure(show_progressbar=settings.show_progressbar)
-    test_sets = read_test_sets(settings.model) if settings.decoding.scorer_path else None
+    configure(show_progressbar=settings.run.show_progressbar)
+    test_sets = read_test_sets(settings.input, settings.model) if settings.decoding.scorer_path else None
     if not test_sets:
         raise app.UsageError('give --test_files (a dev set) and --scorer_path')
     single = distributed.Single()
@@ -68,12 +69,7 @@ def optimize(_):
         study.best_params['lm_alpha'], study.best_params['lm_beta'], study.best_value))
 
 
-def main():
+def define_flags():
     flags.DEFINE_float('lm_alpha_max', 5, 'largest language model weight to try')
     flags.DEFINE_float('lm_beta_max', 5, 'largest word insertion bonus to try')
     flags.DEFINE_integer('n_trials', 2400, 'number of trials', lower_bound=1)
-    run_script(optimize)
-
-
-if __name__ == '__main__':
-    main()

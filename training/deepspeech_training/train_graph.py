@@ -3,7 +3,7 @@ benchmarks and the profiler time it, evaluation and export declare the same chec
 
 `checkpoint_variables()` declares what a checkpoint holds besides the model and its optimizer slots;
 `build_train_graph()` adds the forward pass, the effective learning rate, the (distributed) optimizer
-and the train op on a batch."""
+and the train op on a batch; `build_training_run()` assembles a whole run's graph from its input sets."""
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -12,7 +12,7 @@ import tensorflow.compat.v1 as tfv1
 from . import precision
 from .checkpoints import EPOCH_LOSS, EPOCH_POSITION
 from .ema import WeightAverage
-from .graph import Forward, build_forward
+from .graph import Forward, build_forward, build_input, seed_graph
 
 
 class Setter:
@@ -126,3 +126,23 @@ def build_train_graph(batch, config, training, dist, mixed_precision, steps_per_
         train_op = average.train_op
     return TrainGraph(forward, variables, rate, gradients, train_op,
                       dict(zip(forward.dropout_rates, training.dropout_rates)), mixed_precision, average)
+
+
+@dataclass
+class TrainingRun:
+    """The graph of a training run: one batch input for all its sets, and the step on it."""
+    batch: tuple
+    iterators: list         # graph.SetIterator per input set, in their order: the first is trained on
+    step: TrainGraph
+
+
+def build_training_run(sets, settings, dist):
+    """A new graph with the TrainingRun of `sets` (data.plans.InputSet: the training set first, then the
+    sets to validate on) for `settings` and `dist`. The Trainer builds its run here, and the benchmarks and
+    the profiler time the same graph (feeding their own batches through InputSet.make_dataset)."""
+    tfv1.reset_default_graph()
+    seed_graph(settings.training.random_seed, dist.rank)
+    batch, iterators = build_input(sets, settings.model)
+    step = build_train_graph(batch, settings.model, settings.training, dist, settings.session.mixed_precision,
+                             iterators[0].n_batches())
+    return TrainingRun(batch, iterators, step)

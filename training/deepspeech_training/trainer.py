@@ -9,17 +9,16 @@ import os
 import time
 from datetime import datetime
 
-import tensorflow.compat.v1 as tfv1
 
 from .checkpoints import Checkpointer, check_space, checkpoint_bytes
 from .data.plans import eval_set, train_set
 from .ema import AverageCheckpoint
-from .graph import LossTotals, build_input, run_set, seed_graph, set_steps
+from .graph import LossTotals, run_set, set_steps
 from .session import create_session
 from .stopping import Interrupted, StopRequests
 from .summaries import Summaries
 from .training_progress import new_progress, resume
-from .train_graph import build_train_graph
+from .train_graph import build_training_run
 from .util import startup
 from .util.logging import log_info, log_warn
 
@@ -33,21 +32,18 @@ class Trainer:
         self.dist, self.settings = dist, settings
         config, training = settings.model, settings.training
         self.training_settings = training
-        tfv1.reset_default_graph()
-        seed_graph(training.random_seed, dist.rank)
         sets = [train_set(train_records, dist, config, training)]
         sets += [eval_set('Validation ' + name, records, training.dev_batch_size, dist)
                  for name, records in dev_sets.items()]
         sets += [eval_set('Metrics ' + name, records, training.dev_batch_size, dist)
                  for name, records in (metrics_sets or {}).items()]
         startup.mark('planning')
-        batch, iterators = build_input(sets, config)
-        self.training, evaluations = iterators[0], iterators[1:]
+        run = build_training_run(sets, settings, dist)
+        self.training, evaluations = run.iterators[0], run.iterators[1:]
         self.validations, self.metrics = evaluations[:len(dev_sets)], evaluations[len(dev_sets):]
         self.dev_sources, self.metrics_sources = list(dev_sets), list(metrics_sets or {})
         self.feature_cache = sets[0].feature_cache
-        self.step = build_train_graph(batch, config, training, dist, settings.session.mixed_precision,
-                                      self.training.n_batches())
+        self.step = run.step
         self.variables = self.step.variables
         self.epoch_totals = LossTotals()   # this rank's, of the current epoch's batches run by this run
         self.broadcast = dist.broadcast_op()
@@ -59,8 +55,8 @@ class Trainer:
         self.summaries = Summaries(training.summary_dir, dist)
         self.session, self.last_save = None, None
 
-    def run(self, flags_text):
-        """Load (or initialise) the variables, write `flags_text` to flags.txt and train; raises
+    def run(self):
+        """Load (or initialise) the variables, write the run's flags to flags.txt and train; raises
         Interrupted after saving when a signal stopped the run."""
         checkpoints, training = self.settings.checkpoints, self.training_settings
         with create_session(self.dist, self.settings.session) as self.session, StopRequests() as self.stop_requests:
@@ -74,7 +70,7 @@ class Trainer:
                 self.variables.set_learning_rate(self.session, training.learning_rate)
             elif loaded not in ('init', 'broadcast from rank 0'):
                 self._warn_kept_learning_rate(loaded)
-            self._write_flags(flags_text)
+            self._write_flags(self.settings.run.flags_text)
             progress = new_progress(self.checkpointer.best_dev_loss() if self.dist.is_chief else math.inf, training)
             state = self.dist.training_state(self.session, self.broadcast, progress)
             self.last_save = time.time()

@@ -16,9 +16,9 @@ import librosa
 import soundfile
 from absl import app, flags
 
-from .cli import make_decoder, run_script
 from .config import from_flags, settings_from_flags
 from .data.audio import read_audio
+from .decoding import make_decoder
 from .evaluate import transcribe
 from .flags import split_files
 from .util.logging import configure, log_warn
@@ -61,7 +61,7 @@ def read_resampled(wav, rate, normalize_sample_rate):
 
 @dataclass
 class TranscribeSettings:
-    """The tool's own flags (main() defines them)."""
+    """The tool's own flags (define_flags())."""
     src: str
     max_piece_seconds: float
     silence_top_db: float
@@ -92,12 +92,7 @@ def transcribe_files(_):
         print('{}: {}'.format(wav, ' '.join(piece['transcript'] for piece in log if piece['transcript'])))
 
 
-def main():
+def define_flags():
     flags.DEFINE_string('src', '', 'WAV file(s) to transcribe, comma-separated')
     flags.DEFINE_float('max_piece_seconds', 15.0, 'longest piece of audio decoded at once')
     flags.DEFINE_float('silence_top_db', 30.0, 'audio this many dB below the peak counts as silence')
-    run_script(transcribe_files)
-
-
-if __name__ == '__main__':
-    main()

@@ -3,7 +3,6 @@ rank decodes its shard and the chief gathers every sample's result (by index) an
 report equals the single-process one."""
 import json
 import os
-import time
 from dataclasses import dataclass, asdict
 
 import jiwer
@@ -11,7 +10,6 @@ import numpy as np
 import tensorflow.compat.v1 as tfv1
 
 from .. import distributed
-from ..beam_search import BeamSearch, BeamSearchPool
 from ..checkpoints import open_checkpoint
 from ..data.plans import eval_set
 from ..data.records import SampleRecord
@@ -19,12 +17,6 @@ from ..graph import build_forward, build_input, set_steps
 from ..train_graph import checkpoint_variables
 from ..util.atomic import atomic_write
 from ..util.logging import log_info, log_report
-from ..util.text import labels_to_text
-
-
-# Beam search moves to a process per core once a batch took this long in this process.
-POOL_AFTER_SECONDS = 2.0
-PROCESSES = os.cpu_count() or 1
 
 
 @dataclass
@@ -39,44 +31,6 @@ class SampleResult:
     word_length: int = 0
     char_distance: int = 0
     char_length: int = 0
-
-
-def greedy_decode(probs, alphabet):
-    """Best path: argmax per frame, merge repeats, drop the blank (the last class).
-    Written here because it is three lines; beam search goes through flashlight-text (beam_search.py)."""
-    best = np.argmax(probs, axis=1)
-    blank = probs.shape[1] - 1
-    keep = [label for i, label in enumerate(best) if label != blank and (i == 0 or label != best[i - 1])]
-    return labels_to_text(alphabet, keep)
-
-
-class Decoder:
-    """CTC decoding as `settings` (DecodingSettings) ask: DeepSpeech's beam search (with the KenLM
-    scorer if given), or the greedy best path with beam width 1 and no scorer."""
-
-    def __init__(self, alphabet, settings, scorer=None):
-        self.alphabet, self.settings, self.scorer = alphabet, settings, scorer
-        self.beam_search, self.pool = None, None
-        if settings.beam_width > 1 or scorer is not None:
-            self.beam_search = BeamSearch(alphabet, settings.beam_width, settings.cutoff_prob, settings.cutoff_top_n,
-                                          scorer)
-
-    def set_lm_weights(self, alpha, beta):
-        """Decode with the scorer's alpha and beta set to these (lm_optimizer's trials)."""
-        self.beam_search = self.beam_search.with_lm_weights(alpha, beta)
-
-    def decode(self, probs, lengths):
-        """probs [batch, time, classes] (softmax), lengths [batch] -> one transcript per sample."""
-        if self.beam_search is None:
-            return [greedy_decode(p[:n], self.alphabet) for p, n in zip(probs, lengths)]
-        batch = [p[:n] for p, n in zip(probs, lengths)]
-        if self.pool:
-            return self.pool.decode_batch(batch, self.scorer and (self.scorer.alpha, self.scorer.beta))
-        started = time.time()
-        texts = [self.beam_search.decode(p) for p in batch]
-        if time.time() - started > POOL_AFTER_SECONDS and PROCESSES > 1:
-            self.pool = BeamSearchPool(self.beam_search, PROCESSES)     # a few seconds to start: worth it from here
-        return texts
 
 
 def score(result):
