@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .ranks import OneProcess
+from .util.ranks import OneProcess
 
 INSTALL_HINT = ('--horovod needs Horovod built against this TensorFlow: run bin/setup.sh --horovod (it builds '
                 'horovod==0.28.1 with Gloo and MPI), or HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 pip install '

@@ -9,7 +9,7 @@ import sys
 
 import progressbar
 
-from ..ranks import OneProcess, is_chief_rank
+from .ranks import OneProcess, is_chief_rank
 
 _state = {'dist': OneProcess(), 'show_progressbar': True, 'tagged': False, 'logs_to_stderr': False, 'log_level': 1}
 # --log_level as DeepSpeech 0.9 read it for its own lines too: a line shows when its level is at least this.
