@@ -255,6 +255,32 @@ def test_metrics_losses_are_summed_over_the_ranks_like_the_dev_loss(tmp_path, tr
     assert rank0.set_losses[0][1] == pytest.approx(rank0.set_losses[1][1])
 
 
+def test_the_cosine_schedule_feeds_both_ranks_the_same_run_position_down_to_the_end(tmp_path, train_csv):
+    """--lr_schedule cosine on two ranks: at every step both ranks feed the same fraction of the run, rising
+    by one step's share from 0 to the last step's; both end with the same weights."""
+    class RecordingPositions(RecordingTrainer):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.positions = []
+
+        def _run_position(self, progress, batch):
+            feed = super()._run_position(progress, batch)
+            self.positions.append(feed[self.step.run_position])
+            return feed
+
+    epochs = 3
+    both = rank_settings(tmp_path, train_csv, '--total_epochs', epochs, '--lr_schedule', 'cosine')
+    rank0, rank1 = trainers(train_two_ranks(both, RecordingPositions, dev=False))
+    steps = epochs * STEPS_PER_EPOCH
+    expected = [step / steps for step in range(steps)]
+    for trainer in (rank0, rank1):     # each step's, then each epoch's last again for its log line
+        assert [p for i, p in enumerate(trainer.positions) if i % (STEPS_PER_EPOCH + 1) != STEPS_PER_EPOCH] == \
+            pytest.approx(expected)
+    assert rank0.positions == rank1.positions
+    assert rank0.final['global_step'] == steps
+    np.testing.assert_array_equal(rank0.final['layer_6/weights'], rank1.final['layer_6/weights'])
+
+
 @pytest.mark.parametrize('rank1, epochs, when', [
     (dict(train_batch_size=2), 1, 'batches'),                                   # planned epoch lengths differ
     (dict(epochs=2), 1, 'end epoch'),                                           # rank 1 would train on alone

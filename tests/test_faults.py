@@ -13,7 +13,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from conftest import PYTHON_BIN, ROOT, deepspeech_command, make_corpus, run_command, start_step, tiny_model_flags
+from conftest import PYTHON_BIN, ROOT, SMOKE_CSV, deepspeech_command, make_corpus, run_command, start_step, tiny_model_flags
 
 CRASH_AT = os.path.join(ROOT, 'tests', 'helpers', 'crash_at.py')
 
@@ -171,6 +171,34 @@ def test_signal_mid_epoch_saves_the_current_step_and_the_next_run_resumes_there(
         assert 'Finished training epoch' not in run.output()[run.output().index('Interrupted'):]
         start = int(step)
     assert resume_step(corpus, tmp_path) == start
+
+
+def train_rates(summary_dir):
+    """{global step: learning rate} of every training step the summaries under `summary_dir` hold."""
+    rates = {}
+    for events in sorted((summary_dir / 'train').iterdir()):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            rates.update({event.step: value.simple_value for value in event.summary.value
+                          if value.tag == 'learning_rate'})
+    return rates
+
+
+def test_the_cosine_schedule_after_a_mid_epoch_stop_and_rerun_is_that_of_one_uninterrupted_run(tmp_path):
+    """--lr_schedule cosine with --total_epochs: a run stopped (SIGINT) in the middle of its second epoch
+    and run again gives every step the learning rate one uninterrupted run gives it, from --learning_rate
+    down to near 0 at the last step. The smoke set: 3 steps an epoch."""
+    def command(name):
+        return deepspeech_command(*tiny_model_flags(tmp_path / name), '--train_files', SMOKE_CSV, '--total_epochs', 3,
+                                  '--lr_schedule', 'cosine', '--learning_rate', 0.001)
+    run_command(command('whole'), timeout=240)
+    stopped = Run(signal_at_step(4, signal.SIGINT) + command('stopped')[1:], tmp_path / 'log-stopped')
+    assert stopped.wait(240) == 130, stopped.output()
+    assert start_step(run_command(command('stopped'), timeout=240).output) == 4
+    whole, resumed = train_rates(tmp_path / 'whole' / 'summaries'), train_rates(tmp_path / 'stopped' / 'summaries')
+    assert sorted(whole) == sorted(resumed) and len(whole) == 9
+    assert [resumed[step] for step in sorted(resumed)] == [whole[step] for step in sorted(whole)]
+    rates = [whole[step] for step in sorted(whole)]
+    assert rates[0] == pytest.approx(0.001) and rates == sorted(rates, reverse=True) and rates[-1] < 0.001 * 0.05
 
 
 def test_horovod_signal_stops_all_ranks_at_the_same_step(corpus, tmp_path):

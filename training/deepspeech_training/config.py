@@ -78,6 +78,7 @@ class TrainingSettings:
     train_batch_size: int
     dev_batch_size: int
     learning_rate: float
+    lr_schedule: str            # 'constant' or 'cosine' (train_graph.schedule_factor)
     force_initialize_learning_rate: bool
     beta1: float
     beta2: float

@@ -109,6 +109,9 @@ def create_flags(flag_values=FLAGS):
     f.DEFINE_integer('dev_batch_size', 1, 'samples per validation step', lower_bound=1)
     f.DEFINE_integer('test_batch_size', 1, 'samples per test step', lower_bound=1)
     f.DEFINE_float('learning_rate', 0.001, 'Adam learning rate', lower_bound=0.0)
+    f.DEFINE_enum('lr_schedule', 'constant', ['constant', 'cosine'], 'the learning rate over the run: constant (as '
+                  'DeepSpeech 0.9), or cosine: from --learning_rate down to 0 at the end of the run\'s last epoch '
+                  '(--total_epochs, else --epochs from where the run starts), after any warm-up')
     f.DEFINE_boolean('force_initialize_learning_rate', False, 'start from --learning_rate even when the '
                      'checkpoint holds a (plateau-reduced) rate')
     f.DEFINE_float('beta1', 0.9, 'Adam beta 1')

@@ -126,11 +126,11 @@ class LossTotals:
 
 
 def set_steps(session, iterator, forward, epoch=0, fetches=None, feed=None, first_batch=0, totals=None,
-              show_loss=True):
+              show_loss=True, batch_feed=None):
     """Run the batches of `iterator`'s set in `epoch` from `first_batch` on, yielding each step's fetched
     values (a dict with 'indices', 'weights', 'losses' and the `fetches`), which `totals` (LossTotals)
     adds up for the progress bar (with the loss unless `show_loss` is False: a set without references)
-    and the caller."""
+    and the caller. `batch_feed(batch)`, if given, adds to `feed` what changes from batch to batch."""
     if iterator.position != (epoch, first_batch):
         session.run(iterator.initializer, {iterator.epoch: epoch, iterator.first_batch: first_batch})
     iterator.position = None
@@ -141,7 +141,7 @@ def set_steps(session, iterator, forward, epoch=0, fetches=None, feed=None, firs
     progress = Progress(iterator.name, n_batches, show_loss=show_loss)
     for step in range(first_batch + 1, n_batches + 1):
         try:
-            values = session.run(fetches, feed)
+            values = session.run(fetches, {**feed, **batch_feed(step - 1)} if batch_feed else feed)
         except tf.errors.InvalidArgumentError as error:
             changed = changed_audio_error(error.message)
             if changed:

@@ -4,6 +4,7 @@ benchmarks and the profiler time it, evaluation and export declare the same chec
 `checkpoint_variables()` declares what a checkpoint holds besides the model and its optimizer slots;
 `build_train_graph()` adds the forward pass, the effective learning rate, the (distributed) optimizer
 and the train op on a batch; `build_training_run()` assembles a whole run's graph from its input sets."""
+import math
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -58,18 +59,29 @@ def checkpoint_variables(learning_rate=0.0, position=True):
     return variables
 
 
-def effective_learning_rate(learning_rate, global_step, size, steps_per_epoch, training):
-    """learning_rate x ranks, ramped up linearly from learning_rate during the warm-up (Goyal et al.).
+def schedule_factor(schedule, run_position):
+    """--lr_schedule's multiplier of the learning rate where the run stands: `run_position` (a tensor) is the
+    fraction of the run's epochs trained before this step, so the schedule follows epochs and batches, not
+    global steps, and stays exact over a resume, other rank counts and an elastic reset."""
+    assert schedule == 'cosine', schedule
+    return 0.5 * (1.0 + tf.cos(math.pi * tf.clip_by_value(run_position, 0.0, 1.0)))
+
+
+def effective_learning_rate(learning_rate, global_step, size, steps_per_epoch, training, run_position=None):
+    """learning_rate x ranks, ramped up linearly from learning_rate during the warm-up (Goyal et al.), times
+    the schedule's factor at `run_position`.
 
     `size` is a tensor, the number of ranks when the step runs (an elastic reset changes it). The
     warm-up counts optimizer updates: with gradient accumulation global_step counts batches."""
     passes = training.horovod_backward_passes_per_step
     warmup = training.warmup_steps or training.warmup_epochs * steps_per_epoch / passes
+    rate = learning_rate if run_position is None else learning_rate * schedule_factor(training.lr_schedule,
+                                                                                      run_position)
     if not warmup:
-        return learning_rate * size
+        return rate * size
     updates = tf.cast(global_step // passes, tf.float32)
     progress = tf.minimum(updates / float(warmup), 1.0)
-    return learning_rate * (1.0 + (size - 1.0) * progress)
+    return rate * (1.0 + (size - 1.0) * progress)
 
 
 FP16_OVERFLOW = ('a gradient is not finite after the float16 allreduce of --horovod_fp16_compression (float16 '
@@ -96,6 +108,7 @@ class TrainGraph:
     feed: dict              # the dropout rates of training
     precision: str          # None (float32), or --automatic_mixed_precision's 16-bit type
     average: WeightAverage = None   # --ema_decay's, updated by train_op after each update; None when off
+    run_position: object = None     # fed with the fraction of the run done (--lr_schedule); None: constant
 
     def fetches(self):
         """What a training step fetches: the update, and the step, rate and loss it reports."""
@@ -108,8 +121,10 @@ def build_train_graph(batch, config, training, dist, mixed_precision, steps_per_
     and `dist` (the seam); `steps_per_epoch` paces the warm-up."""
     forward = build_forward(batch, config, mixed_precision)
     variables = checkpoint_variables(training.learning_rate)
+    run_position = (tfv1.placeholder_with_default(0.0, [], 'run_position') if training.lr_schedule != 'constant'
+                    else None)
     rate = effective_learning_rate(variables.learning_rate, variables.global_step, dist.size_tensor(),
-                                   steps_per_epoch, training)
+                                   steps_per_epoch, training, run_position)
     optimizer = tfv1.train.AdamOptimizer(rate, beta1=training.beta1, beta2=training.beta2, epsilon=training.epsilon)
     # Loss scaling (float16 only) inside, so Horovod averages the unscaled float32 gradients.
     optimizer = dist.wrap_optimizer(precision.wrap_optimizer(optimizer, mixed_precision),
@@ -125,7 +140,7 @@ def build_train_graph(batch, config, training, dist, mixed_precision, steps_per_
         average = WeightAverage(training.ema_decay, tfv1.trainable_variables(), variables.global_step, train_op)
         train_op = average.train_op
     return TrainGraph(forward, variables, rate, gradients, train_op,
-                      dict(zip(forward.dropout_rates, training.dropout_rates)), mixed_precision, average)
+                      dict(zip(forward.dropout_rates, training.dropout_rates)), mixed_precision, average, run_position)
 
 
 @dataclass

@@ -99,7 +99,8 @@ class Trainer:
                 started, totals = time.time(), LossTotals()
                 self.epoch_totals = totals
                 for values in set_steps(self.session, self.training, self.step.forward, progress.epoch,
-                                        self.step.fetches(), self.step.feed, first_batch, totals):
+                                        self.step.fetches(), self.step.feed, first_batch, totals,
+                                        batch_feed=lambda batch: self._run_position(progress, batch)):
                     self.summaries.scalars('train', values['step'], step_loss=values['mean_loss'],
                                            learning_rate=values['rate'])
                     startup.first_step(self.dist.rank)
@@ -127,12 +128,21 @@ class Trainer:
         for iterator in [self.training] + self.validations + self.metrics:
             iterator.restart(progress.end_epoch)
         base_rate = self.session.run(self.variables.learning_rate)
-        log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}'
-                 .format(self._global_step(), progress.epoch, base_rate, self.dist.size,
-                         base_rate * self.dist.size,
-                         ' after a warm-up' if self.training_settings.warmup_steps or
-                         self.training_settings.warmup_epochs else ''))
+        training = self.training_settings
+        log_info('Training from global step {} (epoch {}), learning rate {:g} x {} rank(s) = {:g}{}{}'
+                 .format(self._global_step(), progress.epoch, base_rate, self.dist.size, base_rate * self.dist.size,
+                         ' after a warm-up' if training.warmup_steps or training.warmup_epochs else '',
+                         '' if self.step.run_position is None else ', {} schedule over epochs {}-{}, down to 0 at the '
+                         'end'.format(training.lr_schedule, progress.first_epoch, progress.end_epoch - 1)))
         return progress
+
+    def _run_position(self, progress, batch):
+        """The feed of --lr_schedule's run position before `batch` of the current epoch: the fraction of the
+        run's epochs (from progress.first_epoch to progress.end_epoch, as the augmentations' ranges) done."""
+        if self.step.run_position is None:
+            return {}
+        done = progress.epoch - progress.first_epoch + batch / progress.batches_planned
+        return {self.step.run_position: done / (progress.end_epoch - progress.first_epoch)}
 
     def _warn_kept_learning_rate(self, path):
         """DeepSpeech 0.9 keeps the checkpoint's learning rate over --learning_rate: say so when they differ."""
@@ -184,7 +194,8 @@ class Trainer:
         log_info('Finished training epoch {} - loss: {:.6f}{}, effective learning rate: {:g}, {:.3f} s/step'
                  .format(progress.epoch, loss_sum / count,
                          ' (mean over {} ranks)'.format(self.dist.size) if self.dist.size > 1 else '',
-                         self.session.run(self.step.rate), seconds_per_step))
+                         self.session.run(self.step.rate, self._run_position(progress, progress.batches_planned - 1)),
+                         seconds_per_step))
         self.summaries.scalars('train', self._global_step(), loss=loss_sum / count)
         if self.feature_cache:
             self.feature_cache.save()
