@@ -41,10 +41,8 @@ import subprocess
 import sys
 import time
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BIN)
-from benchmark_quality import ALPHABET, fmt, make_scorer, run_logged  # noqa: E402
-from benchmark_training import ROOT  # noqa: E402
+from benchmarks.common import ALPHABET, ROOT, fmt
+from benchmarks.quality import make_scorer, run_logged
 
 DS_WORKER = '--ds-ctcdecoder-worker'    # argv[1] of the child that decodes with ds_ctcdecoder
 DUMP = '--dump-outputs'                 # argv[1] of the child that writes outputs.npz
@@ -75,11 +73,11 @@ def write_json(path, value):
 
 
 def make_corpus(out_dir, utterances):
-    """<out_dir>/corpus-<N>: the CSVs of bin/make_speech_corpus.py (it reuses the wavs there)."""
+    """<out_dir>/corpus-<N>: the CSVs of benchmarks/make_speech_corpus.py (it reuses the wavs there)."""
     corpus_dir = os.path.join(out_dir, 'corpus-{}'.format(utterances))
     if not os.path.exists(os.path.join(corpus_dir, 'test.csv')):
-        subprocess.run([sys.executable, os.path.join(BIN, 'make_speech_corpus.py'), '--out_dir', corpus_dir,
-                        '--count', str(utterances), '--test_fraction', str(TEST_FRACTION)], check=True,
+        subprocess.run([sys.executable, '-m', 'benchmarks.make_speech_corpus', '--out_dir', corpus_dir,
+                        '--count', str(utterances), '--test_fraction', str(TEST_FRACTION)], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL)
     return corpus_dir
 
@@ -158,7 +156,7 @@ def outputs_file(out_dir, corpus_dir, checkpoint_dir, model_identity, train_flag
     if identity_of(identity_path) == model_identity and os.path.exists(path):
         return path
     log = os.path.join(out_dir, 'outputs.txt')
-    command = [sys.executable, os.path.abspath(__file__), DUMP, path, os.path.join(corpus_dir, 'test.csv'),
+    command = [sys.executable, '-m', 'benchmarks.decoder', DUMP, path, os.path.join(corpus_dir, 'test.csv'),
                checkpoint_dir] + shlex.split(train_flags)
     if run_logged(command, log)[0] != 0:
         raise SystemExit('writing the acoustic model\'s outputs failed: see {}'.format(log))
@@ -201,8 +199,8 @@ class DsDecoder:
 
     def __init__(self, python, outputs_path, scorer_path, alpha, beta, decoding):
         self.decoding = decoding
-        self.process = subprocess.Popen([python, os.path.abspath(__file__), DS_WORKER, outputs_path, ALPHABET,
-                                         scorer_path or '', str(alpha), str(beta)],
+        self.process = subprocess.Popen([python, '-m', 'benchmarks.decoder', DS_WORKER, outputs_path, ALPHABET,
+                                         scorer_path or '', str(alpha), str(beta)], cwd=ROOT,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
         ready = self.process.stdout.readline()
         if not ready:

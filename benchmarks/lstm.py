@@ -17,8 +17,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'training'))
+import benchmarks  # noqa: F401 (training/ on the path)
 
 
 def autodiff_lstm(x, seq_length, n_cell, initial_state=None):

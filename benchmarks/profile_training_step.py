@@ -22,8 +22,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'training'))
+from benchmarks.common import ROOT
 
 CATEGORIES = ['matmul outside loops', 'LSTM loop matmul', 'LSTM loop element-wise',
               'LSTM loop bookkeeping', 'CTC', 'Adam', 'casts', 'other']

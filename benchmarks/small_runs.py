@@ -167,7 +167,7 @@ def main():
         data = make_overfit_data(work)
         corpus = os.path.join(work, 'corpus')
         if 'real' in jobs:
-            run([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', corpus,
+            run([sys.executable, '-m', 'benchmarks.make_speech_corpus', '--out_dir', corpus,
                  '--count', args.utterances, '--seed', 7])
         seconds = collections.defaultdict(list)
         for repeat in range(args.repeats):

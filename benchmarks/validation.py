@@ -21,14 +21,12 @@ from types import SimpleNamespace
 
 import soundfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'training'))
-
-from deepspeech_training.distributed import Single  # noqa: E402
-from deepspeech_training.data import headers, validation  # noqa: E402
-from deepspeech_training.util import logging  # noqa: E402
-from deepspeech_training.data.samples import read_sources  # noqa: E402
-from deepspeech_training.util.text import load_alphabet  # noqa: E402
+from benchmarks.common import ALPHABET
+from deepspeech_training.distributed import Single
+from deepspeech_training.data import headers, validation
+from deepspeech_training.util import logging
+from deepspeech_training.data.samples import read_sources
+from deepspeech_training.util.text import load_alphabet
 
 
 def evict(paths):
@@ -56,7 +54,7 @@ def process_pool(paths, workers):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('csv', nargs='+')
-    parser.add_argument('--alphabet', default=os.path.join(ROOT, 'data', 'alphabet.txt'))
+    parser.add_argument('--alphabet', default=ALPHABET)
     parser.add_argument('--repeats', type=int, default=5)
     args = parser.parse_args()
     logging.configure(show_progressbar=False)

@@ -4,7 +4,7 @@ import pytest
 import soundfile
 import tensorflow.compat.v1 as tfv1
 
-from conftest import SMOKE_CSV, run_deepspeech, tiny_model_flags
+from tests.helpers.suite import SMOKE_CSV, run_deepspeech, tiny_model_flags
 from test_features import CONFIG
 from deepspeech_training.data.plans import InputSet
 from deepspeech_training.graph import build_input

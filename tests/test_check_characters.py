@@ -2,7 +2,7 @@
 import os
 import sys
 
-from conftest import ROOT, run_command
+from tests.helpers.suite import ROOT, run_command
 from deepspeech_training.util.text import load_alphabet, transcript_to_labels
 
 TOOL = os.path.join(ROOT, 'bin', 'check_characters.py')

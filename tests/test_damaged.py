@@ -15,10 +15,9 @@ import tarfile
 import pytest
 import soundfile
 
-from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_deepspeech, run_horovod, start_step, tiny_model_flags
+from tests.helpers.suite import SMOKE_CSV, SMOKE_DIR, run_deepspeech, run_horovod, start_step, tiny_model_flags
 
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-from sdb_cases import layout, tool as sdb_tool  # noqa: E402
+from tests.helpers.sdb_cases import layout, tool as sdb_tool
 
 EPOCHS = 3      # 3 steps an epoch on the smoke data: train-3, train-6, train-9 and best_dev-9
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SMOKE_CSV, make_scorer, run_command, run_deepspeech, tiny_model_flags
+from tests.helpers.suite import ROOT, SMOKE_CSV, make_scorer, run_command, run_deepspeech, tiny_model_flags
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 128

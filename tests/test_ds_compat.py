@@ -10,7 +10,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from conftest import ALPHABET, ROOT, SMOKE_CSV, SMOKE_DIR, SMOKE_SINGLE_CSV, run_command, run_deepspeech, tiny_model_flags
+from tests.helpers.suite import (ALPHABET, ROOT, SMOKE_CSV, SMOKE_DIR, SMOKE_SINGLE_CSV, run_command, run_deepspeech,
+                                 tiny_model_flags)
 
 EPOCHS = 2
 STEPS_PER_EPOCH = 3       # the three bundled utterances, batch size 1

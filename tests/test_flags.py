@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SMOKE_CSV, run_command, run_deepspeech
+from tests.helpers.suite import ROOT, SMOKE_CSV, run_command, run_deepspeech
 
 
 @pytest.mark.parametrize('args, message', [

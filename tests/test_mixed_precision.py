@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from conftest import SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, run_horovod, tiny_model_flags
+from tests.helpers.suite import SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, run_horovod, tiny_model_flags
 from test_horovod import saved_variables
 from deepspeech_training.config import Config, N_CONTEXT, N_INPUT
 from deepspeech_training.session import session_config

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from conftest import SMOKE_DIR
+from tests.helpers.suite import SMOKE_DIR
 from deepspeech_training.config import Config
 from deepspeech_training.data import container_index, headers, sdb
 from deepspeech_training.data.samples import DataError, read_records, read_sources
@@ -22,9 +22,8 @@ from deepspeech_training.distributed import Single
 from deepspeech_training.util.text import load_alphabet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-from http_ranges import serving  # noqa: E402
-from threaded_dist import run_ranks, threaded_ranks  # noqa: E402
+from tests.helpers.http_ranges import serving
+from tests.helpers.threaded_dist import run_ranks, threaded_ranks
 LETTERS = 'abcdefghijklmnopqrstuvwxyz'
 MAX_BYTES_PER_SAMPLE = 100      # issue 31's bound for the sample index, with short paths and transcripts
 

@@ -15,8 +15,8 @@ import opuslib
 import pytest
 import soundfile
 
-from conftest import (ROOT, SMOKE_CSV, SMOKE_DIR, TRACE, make_corpus, run_command, run_deepspeech, run_horovod,
-                      tiny_model_flags, traced_calls)
+from tests.helpers.suite import (ROOT, SMOKE_CSV, SMOKE_DIR, TRACE, make_corpus, run_command, run_deepspeech,
+                                 run_horovod, tiny_model_flags, traced_calls)
 from deepspeech_training.data import byte_ranges, container_index, sdb
 from deepspeech_training.data.audio import RecordAudio
 from deepspeech_training.data.samples import DataError, read_sources
@@ -24,11 +24,9 @@ from deepspeech_training.data.validation import validate_sets
 from deepspeech_training.distributed import Single
 from deepspeech_training.flags import parse_size
 
-sys.path.insert(0, os.path.join(ROOT, 'bin'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-import data_set_tool  # noqa: E402
-from http_ranges import serving  # noqa: E402
-from sdb_cases import corrupt, layout, tool  # noqa: E402
+from bin import data_set_tool
+from tests.helpers.http_ranges import serving
+from tests.helpers.sdb_cases import corrupt, layout, tool
 
 TOOL = os.path.join(ROOT, 'bin', 'data_set_tool.py')
 RATE = 16000

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from conftest import SMOKE_DIR, run_deepspeech, run_horovod, tiny_model_flags
+from tests.helpers.suite import SMOKE_DIR, run_deepspeech, run_horovod, tiny_model_flags
 from deepspeech_training.data.validation import samples_at_rate
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-import netns_hosts
+from tests.helpers import netns_hosts
 
 HELPERS = os.path.dirname(os.path.abspath(__file__))
 RELAY = os.path.join(HELPERS, 'delay_relay.py')

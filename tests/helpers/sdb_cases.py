@@ -4,8 +4,7 @@ import os
 import struct
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'bin'))
-import data_set_tool  # noqa: E402
+from bin import data_set_tool
 
 
 def tool(*args):
