@@ -2,7 +2,7 @@
 """The beam search (training/deepspeech_training/beam_search.py, on flashlight-text) against DeepSpeech 0.9's
 ds_ctcdecoder 0.9.3, side by side in one run, on the same acoustic model outputs:
 
-    python bin/benchmark_decoder.py --ds_python /path/to/py39-env/bin/python
+    python -m benchmarks.decoder --ds_python /path/to/py39-env/bin/python
 
 ds_ctcdecoder 0.9.3 has wheels for Python 3.9 only, so it runs in a child process of a Python that has it
 (--ds_python: `python3.9 -m venv env && env/bin/pip install ds_ctcdecoder==0.9.3 numpy`; without the flag,
@@ -12,11 +12,11 @@ says why.
 
 What it decodes, made once and kept in --out_dir (a later run with the same settings reuses each part;
 --fresh makes them anew):
-  * a corpus of generated speech (bin/make_speech_corpus.py, --utterances, a fifth of the sentences for
+  * a corpus of generated speech (benchmarks/make_speech_corpus.py, --utterances, a fifth of the sentences for
     test; test sentences are never train sentences) in <out_dir>/corpus-<N>/;
   * a model trained on it by `DeepSpeech.py` in one process (--train_flags: the small-corpus recipe at
     n_hidden 256, batch 16, --epochs), in <out_dir>/model/;
-  * a KenLM scorer of the training transcripts (as bin/benchmark_quality.py makes it), in <corpus>/lm/;
+  * a KenLM scorer of the training transcripts (as benchmarks/quality.py makes it), in <corpus>/lm/;
   * the best-dev checkpoint's softmax outputs of every test utterance with its transcript and the greedy
     transcript: <out_dir>/outputs.npz (evaluate.acoustic_outputs on the test graph, as lm_optimizer.py
     keeps them; also the decoding flags' defaults).

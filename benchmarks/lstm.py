@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Forward and forward+backward time of the LSTM layer alone, per --lstm_impl (doc/PERFORMANCE.rst).
 
-    python bin/benchmark_lstm.py --time 150 --batch 4 --n_hidden 2048 --repeats 5
+    python -m benchmarks.lstm --time 150 --batch 4 --n_hidden 2048 --repeats 5
 
 Each implementation runs in a fresh process (one graph, one session, the machine's default threads):
 one warm-up run, then --repeats timed runs of the forward pass and of the forward pass with the

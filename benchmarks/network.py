@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training throughput of two ranks on two hosts linked at 10 and 1 Gbit/s, against loopback, in one run.
 
-    python bin/benchmark_network.py            # as root: it makes network namespaces
+    python -m benchmarks.network            # as root: it makes network namespaces
 
 The two hosts are network namespaces on this machine (tests/helpers/netns_hosts.py) joined by a veth pair; `tc
 tbf` limits each direction of the link to the rate under test, and `horovodrun --gloo -H
@@ -10,7 +10,7 @@ hostA:1,hostB:1` runs one rank on each, launched from hostA through the ssh stan
 without --horovod_fp16_compression, and one intra-op thread per rank everywhere, so the only
 difference between two rows is the path the gradients take.
 
-Each run is measured by bin/benchmark_training.py (step times from the trainer's step_loss events,
+Each run is measured by benchmarks/training.py (step times from the trainer's step_loss events,
 warm-up steps left out); the table gives samples/s, its ratio to loopback with the same compression,
 the bytes that crossed the link during the run (all of it: the start-up broadcast of the variables
 and their Adam slots too) and the TCP rate one stream reaches over the shaped link (2 s, measured

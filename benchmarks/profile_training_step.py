@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where one training step's time goes, float32 against --automatic_mixed_precision, side by side.
 
-    python bin/profile_training_step.py --n_hidden 2048 --batch 8 --frames 180
+    python -m benchmarks.profile_training_step --n_hidden 2048 --batch 8 --frames 180
 
 Builds the trainer's step (train_graph.build_train_graph with the scan LSTM: model, CTC loss, Adam, its
 dropout) on random features of one fixed shape, runs --warmup steps, times --repeats steps, then traces one step

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """How start-up time, memory and per-epoch overhead grow with the corpus (issue 31, "a million
-utterances"): 10k, 100k and 1M samples as a CSV of WAV files, one .sdb and tar shards (bin/scale_corpus.py
+utterances"): 10k, 100k and 1M samples as a CSV of WAV files, one .sdb and tar shards (benchmarks/scale_corpus.py
 makes them once under --work_dir and reuses them), read from the local disk, over sshfs with added
 latency, or over HTTP, by 1, 2, 4 or 8 ranks.
 
-    python bin/benchmark_scale.py                               # default: local, np 1 and 2, all sizes
-    python bin/benchmark_scale.py --sizes 10000,100000 --storages local,http --np 1
+    python -m benchmarks.scale                               # default: local, np 1 and 2, all sizes
+    python -m benchmarks.scale --sizes 10000,100000 --storages local,http --np 1
 
 Every run is start-up only: `DeepSpeech.py` (a tiny model: --n_hidden 16, batch 8, one epoch, a tiny dev
 CSV, checkpoints in a temporary folder; np > 1 under `horovodrun --gloo -np N -H localhost:N`) with

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The corpora of bin/benchmark_scale.py: 10k to 1M samples as a CSV, one .sdb and tar shards, made once
+"""The corpora of benchmarks/scale.py: 10k to 1M samples as a CSV, one .sdb and tar shards, made once
 under a work folder and reused (generating 1M samples takes minutes; measuring must not redo it).
 
-    python bin/scale_corpus.py --work_dir /work/scale-corpus --sizes 10000,100000,1000000
+    python -m benchmarks.scale_corpus --work_dir /work/scale-corpus --sizes 10000,100000,1000000
 
 Every sample is one of a pool of a few thousand single spoken words (espeak-ng through
-bin/make_speech_corpus.py, silence trimmed so a clip is ~0.2-0.5 s: a 1M .sdb is ~10 GB, not ~30), under
+benchmarks/make_speech_corpus.py, silence trimmed so a clip is ~0.2-0.5 s: a 1M .sdb is ~10 GB, not ~30), under
 a unique name. Layout under the work folder, nested so the big corpus contains the small ones:
   pool/            the clips (w<n>.wav) and pool.csv (file, transcript)
   wavs/<k>/        s<i>.wav: hard links to pool clips (1M names cost inodes, not audio bytes)
@@ -21,7 +21,6 @@ import argparse
 import csv
 import os
 import random
-import sys
 import wave
 
 import numpy as np

@@ -3,7 +3,7 @@
 then over sshfs at each added round-trip latency the same corpus as WAV files (CSV), as .sdb (WAV
 and Opus inside) and as one tar shard, each with 1 and 2 ranks.
 
-    python bin/benchmark_storage.py            # as root: it makes network namespaces and a FUSE mount
+    python -m benchmarks.storage            # as root: it makes network namespaces and a FUSE mount
 
 The networked filesystem is real: sshd on the network-namespace host hostB serves the corpus folder,
 sshfs mounts it here with its ssh client on hostA, so every read crosses the veth link, through
@@ -17,7 +17,7 @@ Per configuration:
     slowest rank;
     "of train epoch": that against the training run's epoch (s/step x steps), which it runs ahead of;
   * s/step: a real training run (DeepSpeech.py, horovodrun for 2 ranks), measured as
-    bin/benchmark_training.py measures it (step_loss event times, warm-up steps left out), and its
+    benchmarks/training.py measures it (step_loss event times, warm-up steps left out), and its
     ratio to local WAV files with as many ranks, run again at the start of each latency's block (the
     machine may be shared: a baseline minutes away from what it is compared with), the median over
     --repeats; 1st step s: launch to the first step (records, audio check, graph).

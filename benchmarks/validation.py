@@ -2,9 +2,9 @@
 """Time the validation pass (data/validation.py) per 1,000 samples: soundfile.info against the RIFF walk of
 data/headers.py, serial vs thread pools vs a process pool, and the whole pass without and with the header cache.
 
-    python bin/benchmark_validation.py /tmp/vcorpus/train.csv /tmp/vcorpus/dev.csv /tmp/vcorpus/test.csv
+    python -m benchmarks.validation /tmp/vcorpus/train.csv /tmp/vcorpus/dev.csv /tmp/vcorpus/test.csv
 
-(make a corpus with: python bin/make_speech_corpus.py --out_dir /tmp/vcorpus --count 1000). Each
+(make a corpus with: python -m benchmarks.make_speech_corpus --out_dir /tmp/vcorpus --count 1000). Each
 configuration runs --repeats times on a warm page cache, and once more "cold": the files' pages are
 evicted first with posix_fadvise(DONTNEED), which is closer to a first pass over a large or remote corpus.
 Prints a table: configuration, ms per 1,000 samples (warm best-of, cold), ratio to the first row; the last
@@ -13,7 +13,6 @@ header cache and with one filled by the pass before (a second run of the same co
 """
 import argparse
 import os
-import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor

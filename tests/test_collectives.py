@@ -5,7 +5,6 @@ What only a real horovodrun shows (launch, the wire, faults) stays in test_horov
 import dataclasses
 import os
 import signal
-import sys
 
 import numpy as np
 import pytest

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import struct
-import sys
 import tarfile
 
 import numpy as np

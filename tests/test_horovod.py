@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 from tests.helpers.horovodrun import horovodrun
-from tests.helpers.suite import (PACKAGE_ENV, ROOT, SMOKE_CSV, TRACE, deepspeech_command, make_corpus, run_command,
-                                 run_deepspeech, run_horovod, start_step, tiny_model_flags, traced_calls)
+from tests.helpers.suite import (CSV_HEADER, PACKAGE_ENV, ROOT, SMOKE_CSV, TRACE, deepspeech_command, make_corpus,
+                                 run_command, run_deepspeech, run_horovod, start_step, tiny_model_flags, traced_calls)
 from deepspeech_training.data.batching import PADDING, eval_batches, train_batches
 
 pytestmark = pytest.mark.slow
@@ -216,7 +216,7 @@ def test_each_rank_draws_its_own_dropout_masks(tmp_path):
     csv_path = tmp_path / 'same_twice.csv'
     wav = os.path.join(ROOT, 'data', 'smoke_test', 'good_morning.wav')
     row = '{},{},good morning\n'.format(wav, os.path.getsize(wav))
-    csv_path.write_text('wav_filename,wav_filesize,transcript\n' + row * 2)
+    csv_path.write_text(CSV_HEADER + '\n' + row * 2)
     run_command(horovodrun(2) + [sys.executable, os.path.join(ROOT, 'tests', 'helpers', 'dump_gradients.py'), tmp_path,
                                  csv_path, 1, '--horovod', '--dropout', 0.3, '--also_without_dropout'], timeout=180,
                 env=PACKAGE_ENV)

@@ -6,14 +6,13 @@ import io
 import os
 import re
 import shutil
-import sys
 import tarfile
 
 import numpy as np
 import pytest
 import soundfile
 
-from tests.helpers.suite import SMOKE_DIR
+from tests.helpers.suite import CSV_HEADER, SMOKE_DIR
 from deepspeech_training.config import Config
 from deepspeech_training.data import container_index, headers, sdb
 from deepspeech_training.data.samples import DataError, read_records, read_sources
@@ -52,7 +51,7 @@ def transcript(number):
 
 def write_csv(path, count, wav_name=lambda n: 'clips/common_{:07d}.wav'.format(n)):
     with open(path, 'w') as out:
-        out.write('wav_filename,wav_filesize,transcript\n')
+        out.write(CSV_HEADER + '\n')
         out.writelines('{},{},{}\n'.format(wav_name(n), 3244 + n % 977, transcript(n)) for n in range(count))
     return str(path)
 
@@ -158,7 +157,7 @@ def test_the_sample_index_of_100k_csv_rows_stays_under_100_bytes_a_sample(tmp_pa
 def copy_corpus(folder, count):
     """`count` WAV files (copies of the smoke test's, each its own inode) and their CSV."""
     (folder / 'w').mkdir(parents=True)
-    rows = ['wav_filename,wav_filesize,transcript']
+    rows = [CSV_HEADER]
     for n in range(count):
         name = 'w/{:04d}.wav'.format(n)
         shutil.copy(os.path.join(SMOKE_DIR, 'hello_world.wav'), str(folder / name))

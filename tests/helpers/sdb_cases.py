@@ -1,8 +1,6 @@
 """Sample databases for the tests of .sdb readers: bin/data_set_tool.py run in process, the layout of a
 written database, and databases damaged in the ways a reader must name (test_sdb, test_container_index)."""
-import os
 import struct
-import sys
 
 from bin import data_set_tool
 

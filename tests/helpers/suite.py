@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from deepspeech_training.data.samples import CSV_COLUMNS
 from tests.helpers.fast_tier import check_fast_tier_command
 from tests.helpers.horovodrun import horovodrun
 
@@ -25,6 +26,7 @@ ALPHABET = os.path.join(ROOT, 'data', 'alphabet.txt')
 SMOKE_DIR = os.path.join(ROOT, 'data', 'smoke_test')
 SMOKE_CSV = os.path.join(SMOKE_DIR, 'smoke_test.csv')
 SMOKE_SINGLE_CSV = os.path.join(SMOKE_DIR, 'smoke_test_single.csv')
+CSV_HEADER = ','.join(CSV_COLUMNS)      # the first line of a DeepSpeech CSV
 
 
 # wraps a rank in strace (tests/helpers/trace_files.sh): which rank touched which file
