@@ -126,8 +126,8 @@ def main():
         args.n_hidden, args.batch, args.frames, args.repeats, args.warmup, os.cpu_count(), os.getloadavg()[0]))
     results = {}
     for mode in ('float32', 'bfloat16'):
-        command = [sys.executable, __file__, '--child', mode] + sys.argv[1:]
-        output = subprocess.run(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'), check=True,
+        command = [sys.executable, '-m', 'benchmarks.profile_training_step', '--child', mode] + sys.argv[1:]
+        output = subprocess.run(command, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'), check=True,
                                 stdout=subprocess.PIPE, universal_newlines=True).stdout
         results[mode] = json.loads(output.splitlines()[-1])
     steps = {mode: statistics.median(r['step_s']) for mode, r in results.items()}

@@ -238,7 +238,7 @@ def plan_pass(source, repeats):
     """In process: the trainer's per-epoch planning (data.plans.train_set's and eval_set's plan functions, as
     the Trainer builds them) over the records of `source`; median seconds of `repeats` epochs each."""
     import tensorflow.compat.v1 as tfv1
-    from benchmark_pipeline import trainer_settings
+    from benchmarks.pipeline import trainer_settings
     from deepspeech_training import distributed
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.flags import create_flags

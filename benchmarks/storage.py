@@ -57,7 +57,7 @@ def convert_corpus(corpus_dir, formats):
 def input_pass(source, size, rank, batch_size):
     """Seconds this rank's input pipeline takes over one epoch of its batches of `source`, and the batches."""
     import tensorflow.compat.v1 as tfv1
-    from benchmark_pipeline import fetch_all, trainer_settings
+    from benchmarks.pipeline import fetch_all, trainer_settings
     from deepspeech_training import distributed
     from deepspeech_training.data.batching import train_batches
     from deepspeech_training.data.samples import read_sources

@@ -39,7 +39,7 @@ MMAP_WARNING = 'reading entire model file into memory'
 
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
-    """The run's overfit model (conftest.overfit_single_utterance) exported as .pb, .pbmm, .tflite and .zip,
+    """The run's overfit model (suite.overfit_single_utterance) exported as .pb, .pbmm, .tflite and .zip,
     its utterance transcribed with --one_shot_infer in the same run."""
     tmp_path = tmp_path_factory.mktemp('export')
     shutil.copytree(str(overfit_single_utterance()[0]), str(tmp_path / 'checkpoints'))

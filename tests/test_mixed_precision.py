@@ -62,7 +62,7 @@ def test_the_lstm_loops_keep_their_state_and_gates_in_float32_with_the_flag():
 
 @pytest.fixture(scope='module')
 def overfit(tmp_path_factory):
-    """One utterance overfit with the flag (conftest.overfit_single_utterance's margin: 300 epochs), and one epoch
+    """One utterance overfit with the flag (suite.overfit_single_utterance's margin: 300 epochs), and one epoch
     without it for the variables a float32 run saves."""
     tmp_path = tmp_path_factory.mktemp('amp')
     run = run_deepspeech(*tiny_model_flags(tmp_path / 'amp'), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 300,

@@ -54,7 +54,7 @@ def resumed_run(tmp_path_factory):
 
 
 def test_overfit_one_utterance_decodes_exactly(tmp_path):
-    """The run's overfit model (conftest.overfit_single_utterance), tested as a user tests a checkpoint."""
+    """The run's overfit model (suite.overfit_single_utterance), tested as a user tests a checkpoint."""
     output_file = tmp_path / 'results.json'
     run_deepspeech('--n_hidden', OVERFIT_N_HIDDEN, '--checkpoint_dir', overfit_single_utterance()[0],
                    '--test_files', SMOKE_SINGLE_CSV, '--load_evaluate', 'last', '--test_output_file', output_file)
