@@ -17,7 +17,7 @@ ARGS=()
 for arg in "$@"; do
     case "$arg" in
         --fast) ARGS+=(-m "fast or not slow") ;;
-        --modules) export PYTHONPATH="$ROOT/tests/helpers${PYTHONPATH:+:$PYTHONPATH}"; ARGS+=(-p modules_exercised); WORKERS=0 ;;
+        --modules) ARGS+=(-p tests.helpers.modules_exercised); WORKERS=0 ;;
         *) ARGS+=("$arg") ;;
     esac
 done

@@ -90,7 +90,7 @@ APT_KENLM="cmake g++ make libboost-program-options-dev libboost-system-dev libbo
   zlib1g-dev libbz2-dev liblzma-dev"
 # --test: real speech for the tests (espeak-ng; ffmpeg encodes the importers' formats), strace and time (which
 # rank touched which file; the benchmarks), iproute2 (ip netns, tc: the two-host tests and
-# bin/benchmark_network.py), sshfs and openssh-server (a networked filesystem, tests/helpers/netns_sshfs.py),
+# benchmarks/network.py), sshfs and openssh-server (a networked filesystem, tests/helpers/netns_sshfs.py),
 # slurm-wlm, munge and libpmix-dev (the two-node Slurm cluster of tests/test_slurm.py), buildah and
 # debootstrap (the Docker image's test, bin/build_docker_cpu_local.sh).
 APT_TEST="espeak-ng ffmpeg strace time iproute2 sshfs openssh-server slurm-wlm munge libpmix-dev buildah debootstrap"

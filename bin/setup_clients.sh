@@ -12,13 +12,13 @@
 # (stt), so their environments are made by a Python 3.9 of this machine, not the training one:
 # $DS_CLIENTS_PYTHON if set (it must work), else python3.9 on PATH, else pyenv's 3.9.*. Where there is
 # none, nothing is installed: <env>/clients/.missing says why (the tests that need them are skipped with
-# that reason, tests/conftest.py's client_python) and the script exits 1.
+# that reason, tests/helpers/suite.py's client_python) and the script exits 1.
 #
 #   <env>/clients/deepspeech/bin/deepspeech          deepspeech 0.9.3: .pb and .pbmm (TensorFlow 2.3)
 #   <env>/clients/deepspeech-tflite/bin/deepspeech   deepspeech-tflite 0.9.3: .tflite (TF Lite 2.3)
 #   <env>/clients/stt/bin/stt                        Coqui stt 1.4.0: .tflite
 #   <env>/clients/ds_ctcdecoder/bin/python           DeepSpeech 0.9.3's decoder, the reference the tests hold
-#                                                    ours to (tests/conftest.py, ds_ctcdecoder_output)
+#                                                    ours to (tests/helpers/suite.py, ds_ctcdecoder_output)
 # deepspeech and deepspeech-tflite both install the module `deepspeech`, hence one environment each;
 # their wheels need numpy < 2. The `.complete` marker, holding the hash of the pins below, is written
 # last: an interrupted install, or one of other pins, is redone; a finished one makes a rerun return

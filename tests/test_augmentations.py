@@ -4,7 +4,7 @@ import pytest
 import soundfile
 import tensorflow.compat.v1 as tfv1
 
-from conftest import SMOKE_CSV, run_deepspeech, tiny_model_flags
+from tests.helpers.suite import CSV_HEADER, SMOKE_CSV, run_deepspeech, tiny_model_flags
 from test_features import CONFIG
 from deepspeech_training.data.plans import InputSet
 from deepspeech_training.graph import build_input
@@ -27,7 +27,7 @@ def noise_csv(tmp_path_factory):
                         ('hum.wav', 0.5 * np.sin(2 * np.pi * 50 * seconds))]:
         soundfile.write(str(folder / name), audio.astype(np.float32), RATE, subtype='PCM_16')
     csv = folder / 'noise.csv'
-    csv.write_text('wav_filename,wav_filesize,transcript\nwhite.wav,0,\nhum.wav,0,\n')
+    csv.write_text(CSV_HEADER + '\nwhite.wav,0,\nhum.wav,0,\n')
     return str(csv)
 
 

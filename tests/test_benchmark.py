@@ -1,7 +1,6 @@
-"""bin/benchmark_training.py, bin/benchmark_pipeline.py, bin/benchmark_storage.py, bin/benchmark_scale.py and
-bin/benchmark_quality.py end to end on tiny configurations: they run, and write their tables, JSON and plot (no timed
-asserts: the numbers depend on the machine); bin/benchmark_decoder.py's decoding and table on a few synthetic
-softmax matrices."""
+"""benchmarks/training.py, pipeline.py, storage.py, scale.py and quality.py end to end on tiny configurations: they
+run, and write their tables, JSON and plot (no timed asserts: the numbers depend on the machine);
+benchmarks/decoder.py's decoding and table on a few synthetic softmax matrices."""
 import json
 import os
 import re
@@ -9,10 +8,9 @@ import sys
 
 import pytest
 
-from conftest import ALPHABET, ROOT, client_python, run_command
+from tests.helpers.suite import ALPHABET, ROOT, client_python, run_command
 
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-import netns_sshfs  # noqa: E402
+from tests.helpers import netns_sshfs
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +18,7 @@ pytestmark = pytest.mark.slow
 def test_benchmark_runs_one_and_two_ranks_and_writes_table_json_and_png(tmp_path):
     out = tmp_path / 'results'
     configs = 'h=16,b=2,lstm=fused,np=1;h=16,b=2,lstm=scan,np=2'
-    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_training.py'), '--configs', configs,
+    run = run_command([sys.executable, '-m', 'benchmarks.training', '--configs', configs,
                        '--utterances', 16, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out, '--repeats', 1,
                        '--matmul_size', 256], timeout=600)
     assert 'configuration' in run.output and 'matmul' in run.output
@@ -50,7 +48,7 @@ def test_benchmark_runs_one_and_two_ranks_and_writes_table_json_and_png(tmp_path
 def test_pipeline_benchmark_times_real_and_cached_batches_through_the_same_training_steps(tmp_path):
     out = tmp_path / 'results'
     cache = tmp_path / 'features'
-    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_pipeline.py'), '--configs',
+    run = run_command([sys.executable, '-m', 'benchmarks.pipeline', '--configs',
                        'h=16,b=2;h=8,b=3,feature_cache={}'.format(cache), '--utterances', 16,
                        '--corpus_dir', tmp_path / 'corpus', '--samples', 7, '--pairs', 2, '--out_dir', out],
                       timeout=300)
@@ -70,7 +68,7 @@ def test_pipeline_benchmark_times_real_and_cached_batches_through_the_same_train
 
 
 def test_small_runs_benchmark_times_the_overfit_job_per_revision_with_a_breakdown():
-    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_small_runs.py'), '--revisions',
+    run = run_command([sys.executable, '-m', 'benchmarks.small_runs', '--revisions',
                        'HEAD', '--jobs', 'overfit', '--repeats', 1, '--overfit_epochs', 3, '--breakdown'],
                       timeout=300)
     wall, ratio = re.search(r'^overfit +HEAD +([\d.]+) +([\d.]+)$', run.output, re.M).groups()
@@ -93,7 +91,7 @@ def test_storage_benchmark_trains_from_local_disk_and_from_sshfs_with_added_late
     if reason:
         pytest.skip('a networked filesystem (sshfs between network namespaces): ' + reason)
     out = tmp_path / 'results'
-    run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_storage.py'), '--utterances', 8,
+    run_command([sys.executable, '-m', 'benchmarks.storage', '--utterances', 8,
                  '--rtts', 2, '--np', 1, '--formats', 'wav,sdb-wav', '--n_hidden', 16, '--batch_size', 2,
                  '--corpus_dir', tmp_path / 'corpus', '--out_dir', out], timeout=600)
     report = json.loads((out / 'storage.json').read_text())
@@ -117,11 +115,10 @@ def test_storage_benchmark_trains_from_local_disk_and_from_sshfs_with_added_late
 
 def test_step_profile_puts_every_matmul_in_bfloat16_with_the_flag_and_none_without():
     """Tiny: the profile's categories add up, and on a CPU with bfloat16 the rewrite turned the matmuls."""
-    sys.path.insert(0, os.path.join(ROOT, 'training'))
     from deepspeech_training.precision import cpu_has_bfloat16
     if not cpu_has_bfloat16():
         pytest.skip('the CPU lacks amx_bf16 and avx512_bf16: no bfloat16 rewrite to profile')
-    output = run_command([sys.executable, os.path.join(ROOT, 'bin', 'profile_training_step.py'), '--n_hidden', 32,
+    output = run_command([sys.executable, '-m', 'benchmarks.profile_training_step', '--n_hidden', 32,
                           '--batch', 2, '--frames', 20, '--warmup', 1, '--repeats', 1], timeout=300).output
     rows = {match[0].strip(): [float(v) for v in match[1:]] for match in re.findall(
         r'^(matmul outside loops|LSTM loop matmul)\s+([\d.]+)\s+[\d.]+%\s+([\d.]+)\s+[\d.]+%\s+(\d+)%', output, re.M)}
@@ -137,8 +134,8 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     differs only in its command: test_configurations_name_their_ranks_and_flags.)"""
     out = tmp_path / 'results'
     recipe = os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')
-    two_ranks = 'recipe@2=--flagfile {} --ema_decay 0.9'.format(recipe)
-    command = [sys.executable, os.path.join(ROOT, 'bin', 'benchmark_quality.py'), '--configs', two_ranks,
+    two_ranks = 'name=recipe,np=2,flagfile={},ema_decay=0.9'.format(recipe)
+    command = [sys.executable, '-m', 'benchmarks.quality', '--configs', two_ranks,
                '--seeds', 1, '--utterances', 20, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out,
                '--scorer', '--lm_trials', 2, '--beam_width', 8, '--average', 2,
                '--base_flags', '--n_hidden 16 --train_batch_size 4 --dev_batch_size 4 --test_batch_size 4 --epochs 2']
@@ -174,21 +171,22 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
 
 @pytest.mark.fast
 def test_configurations_name_their_ranks_and_flags():
-    """`label=flags` runs on --np ranks (one process by default), `label@N=flags` on N; labels must differ."""
-    sys.path.insert(0, os.path.join(ROOT, 'bin'))
-    import benchmark_quality
-    assert benchmark_quality.parse_configs('one=--epochs 3; two@2=--train_batch_size 8 ;plain=') == [
-        ('one', 1, ['--epochs', '3']), ('two', 2, ['--train_batch_size', '8']), ('plain', 1, [])]
-    assert [ranks for _, ranks, _ in benchmark_quality.parse_configs('a=;b@1=', ranks=4)] == [4, 1]
-    with pytest.raises(SystemExit, match='labels must differ: a, a'):
-        benchmark_quality.parse_configs('a=;a@2=')
+    """`key=value` pairs run on --np ranks (one process by default), `np=N` on N, named by `name` or their
+    pairs; labels must differ."""
+    from benchmarks import common
+    configs = common.parse_configs('name=one,epochs=3; name=two,np=2,b=8 ;h=16')
+    assert [(common.label(c), int(c['np']), common.flags(c)) for c in configs] == [
+        ('one', 1, ['--epochs=3']), ('two', 2, ['--train_batch_size=8']), ('h=16,np=1', 1, ['--n_hidden=16'])]
+    assert [c['np'] for c in common.parse_configs('name=a;name=b,np=1', ranks=4)] == ['4', '1']
+    with pytest.raises(ValueError, match='labels must differ: a, a'):
+        common.parse_configs('name=a;name=a,np=2')
 
 
 def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(tmp_path):
     """Tiny: 300 and 1000 samples of a one-voice pool, one local rank, CSV, .sdb and tar shards, each started
     with an empty data cache and again with the one the first start filled."""
     out = tmp_path / 'results'
-    run = run_command([sys.executable, os.path.join(ROOT, 'bin', 'benchmark_scale.py'), '--sizes', '300,1000',
+    run = run_command([sys.executable, '-m', 'benchmarks.scale', '--sizes', '300,1000',
                        '--np', 1, '--storages', 'local', '--sources', 'csv,sdb,tar', '--voices', 'en-us',
                        '--shard_size', 400, '--work_dir', tmp_path / 'corpus', '--out_dir', out], timeout=900)
     phases = ['import', 'read sources', 'validation', 'planning', 'graph', 'first batch']
@@ -219,12 +217,11 @@ def test_scale_benchmark_reports_each_start_up_phase_and_its_growth_per_source(t
 
 
 def decoder_benchmark_outputs(tmp_path):
-    """bin/benchmark_decoder.py (the module) and an outputs file of it read back: peaky softmax matrices of
+    """benchmarks/decoder.py (the module) and an outputs file of it read back: peaky softmax matrices of
     three sentences, the second spoken with one word wrong ('word' for 'world': 1 of 7 words, 1 of 34
     characters)."""
     import numpy as np
-    sys.path.insert(0, os.path.join(ROOT, 'bin'))
-    import benchmark_decoder
+    from benchmarks import decoder as benchmark_decoder
     from deepspeech_training.util.text import load_alphabet
     alphabet = load_alphabet(ALPHABET)
     references = ['the cat sat', 'hello world', 'good morning']

@@ -2,7 +2,7 @@
 import os
 import sys
 
-from conftest import ROOT, run_command
+from tests.helpers.suite import CSV_HEADER, ROOT, run_command
 from deepspeech_training.util.text import load_alphabet, transcript_to_labels
 
 TOOL = os.path.join(ROOT, 'bin', 'check_characters.py')
@@ -10,7 +10,7 @@ ROWS = ['grüße aus köln', 'schöne grüße', 'straße # eins', 'café\ufb01ne
 
 
 def write_csv(path, transcripts):
-    path.write_text('wav_filename,wav_filesize,transcript\n' + ''.join(
+    path.write_text(CSV_HEADER + '\n' + ''.join(
         'a{}.wav,100,{}\n'.format(i, t) for i, t in enumerate(transcripts)), encoding='utf-8')
     return str(path)
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import (OVERFIT_N_HIDDEN, ROOT, SMOKE_CSV, overfit_single_utterance, run_command, run_deepspeech,
-                      tiny_model_flags)
+from tests.helpers.suite import (OVERFIT_N_HIDDEN, ROOT, SMOKE_CSV, overfit_single_utterance, run_command,
+                                 run_deepspeech, tiny_model_flags)
 from deepspeech_training.checkpoint_averaging import AveragingError, average_checkpoints, write_checkpoint
 
 AVERAGE = [sys.executable, os.path.join(ROOT, 'bin', 'average_checkpoints.py')]

@@ -5,7 +5,6 @@ What only a real horovodrun shows (launch, the wire, faults) stays in test_horov
 import dataclasses
 import os
 import signal
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 from tensorflow.python.eager import context
 
-from conftest import ROOT, SMOKE_CSV, make_corpus, settings_from_args
+from tests.helpers.suite import SMOKE_CSV, make_corpus, settings_from_args
 from deepspeech_training import distributed
 from deepspeech_training.checkpoints import check_writable
 from deepspeech_training.data.validation import validate_groups
@@ -23,8 +22,7 @@ from deepspeech_training.stopping import Interrupted
 from deepspeech_training.trainer import Trainer
 from deepspeech_training.util import logging
 
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-from threaded_dist import RendezvousError, run_ranks, threaded_ranks  # noqa: E402
+from tests.helpers.threaded_dist import RendezvousError, run_ranks, threaded_ranks
 
 STEPS_PER_EPOCH = 3       # six train samples, batch size 1, two ranks
 

@@ -10,20 +10,18 @@ import os
 import re
 import shutil
 import struct
-import sys
 import tarfile
 
 import numpy as np
 import pytest
 import soundfile
 
-from conftest import ROOT, SMOKE_CSV
+from tests.helpers.suite import SMOKE_CSV
 from deepspeech_training.data import container_index, opus, sdb, tar_shards
 from deepspeech_training.data.samples import DataError, read_records
 
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-from http_ranges import serving  # noqa: E402
-from sdb_cases import corrupt, layout, tool  # noqa: E402
+from tests.helpers.http_ranges import serving
+from tests.helpers.sdb_cases import corrupt, layout, tool
 
 RATE = 16000
 BLOCK = 1 << 20         # the build pass's reads in these tests: a few per container, many samples each

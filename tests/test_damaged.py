@@ -9,16 +9,15 @@ import os
 import re
 import shutil
 import struct
-import sys
 import tarfile
 
 import pytest
 import soundfile
 
-from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_deepspeech, run_horovod, start_step, tiny_model_flags
+from tests.helpers.suite import (CSV_HEADER, SMOKE_CSV, SMOKE_DIR, run_deepspeech, run_horovod, start_step,
+                                 tiny_model_flags)
 
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-from sdb_cases import layout, tool as sdb_tool  # noqa: E402
+from tests.helpers.sdb_cases import layout, tool as sdb_tool
 
 EPOCHS = 3      # 3 steps an epoch on the smoke data: train-3, train-6, train-9 and best_dev-9
 
@@ -227,7 +226,7 @@ def flac_csv(folder, listed_size=None):
     """The smoke-test utterances as FLAC files (whose header cannot tell a file cut short) and their CSV,
     each row's wav_filesize its file's size, or `listed_size`."""
     folder.mkdir(exist_ok=True)
-    rows = ['wav_filename,wav_filesize,transcript']
+    rows = [CSV_HEADER]
     for name, transcript in SMOKE_ROWS:
         audio, rate = soundfile.read(os.path.join(SMOKE_DIR, name + '.wav'), dtype='int16')
         soundfile.write(str(folder / (name + '.flac')), audio, rate, subtype='PCM_16')

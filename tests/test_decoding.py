@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SMOKE_CSV, make_scorer, run_command, run_deepspeech, tiny_model_flags
+from tests.helpers.suite import (CSV_HEADER, ROOT, SMOKE_CSV, make_corpus, make_scorer, run_command, run_deepspeech,
+                                 tiny_model_flags)
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 128
@@ -19,8 +20,7 @@ def trained(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp('decoding')
     corpus, lm = tmp_path / 'corpus', tmp_path / 'lm'
     lm.mkdir()
-    run_command([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', corpus,
-                 '--count', 150, '--seed', 5])
+    make_corpus(corpus, 150, 5)
     (lm / 'text.txt').write_text((corpus / 'train_sentences.txt').read_text() +
                                  (corpus / 'vocabulary.txt').read_text())
     scorer = make_scorer(lm / 'text.txt', lm)
@@ -102,7 +102,7 @@ def test_bytes_output_mode_trains_and_decodes_with_a_bytes_scorer(trained, tmp_p
                  '--package', scorer, '--force_bytes_output_mode', 'true'])
     csv_path = tmp_path / 'utf8.csv'
     wav = os.path.join(ROOT, 'data', 'smoke_test', 'good_morning.wav')
-    csv_path.write_text('wav_filename,wav_filesize,transcript\n{},{},bonjour café\n'.format(wav, os.path.getsize(wav)),
+    csv_path.write_text(CSV_HEADER + '\n{},{},bonjour café\n'.format(wav, os.path.getsize(wav)),
                         encoding='utf-8')
     output = tmp_path / 'results.json'
     run_deepspeech(*tiny_model_flags(tmp_path), '--bytes_output_mode', '--train_files', csv_path, '--epochs', 2,

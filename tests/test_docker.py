@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import built_image, image_build_unavailable
+from tests.helpers.docker_image import built_image, image_build_unavailable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILDAH = ['buildah', '--storage-driver', 'vfs']

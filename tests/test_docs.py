@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SMOKE_DIR, run_command
+from tests.helpers.suite import ROOT, SMOKE_DIR, run_command
 
 MARKER = re.compile(r'^\.\. runnable(?P<slow> slow)?(?: with (?P<flags>.+))?\s*$')
 DOCS = ['README.rst'] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'doc', '*.rst')))

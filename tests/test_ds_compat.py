@@ -10,7 +10,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from conftest import ALPHABET, ROOT, SMOKE_CSV, SMOKE_DIR, SMOKE_SINGLE_CSV, run_command, run_deepspeech, tiny_model_flags
+from tests.helpers.suite import (ALPHABET, CSV_HEADER, ROOT, SMOKE_CSV, SMOKE_DIR, SMOKE_SINGLE_CSV, run_command,
+                                 run_deepspeech, tiny_model_flags)
 
 EPOCHS = 2
 STEPS_PER_EPOCH = 3       # the three bundled utterances, batch size 1
@@ -35,7 +36,7 @@ def dev_csv(tmp_path_factory):
     """The dev set: the bundled utterance of the highest loss (so the others make a better metrics set)."""
     csv = tmp_path_factory.mktemp('dev') / 'the_cat_sat.csv'
     wav = os.path.join(SMOKE_DIR, 'the_cat_sat.wav')
-    csv.write_text('wav_filename,wav_filesize,transcript\n{},{},the cat sat\n'.format(wav, os.path.getsize(wav)))
+    csv.write_text(CSV_HEADER + '\n{},{},the cat sat\n'.format(wav, os.path.getsize(wav)))
     return csv
 
 

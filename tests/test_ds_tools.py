@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from conftest import ROOT, SMOKE_CSV, SMOKE_DIR
+from tests.helpers.suite import ROOT, SMOKE_CSV, SMOKE_DIR
 
 PLAY = os.path.join(ROOT, 'bin', 'play.py')
 COMPARE = os.path.join(ROOT, 'bin', 'compare_samples.py')
@@ -93,7 +93,6 @@ def test_each_sample_augmentation_changes_the_content_and_nothing_else(augmentat
 
 def test_every_sample_operation_is_in_the_play_test():
     """A new sample augmentation must join the test above."""
-    sys.path.insert(0, os.path.join(ROOT, 'training'))
     from deepspeech_training.data.augmentations import OPERATIONS, SampleAugmentation
     tested = {'overlay', 'reverb', 'resample', 'codec', 'volume'}
     assert {name for name, op in OPERATIONS.items() if issubclass(op, SampleAugmentation)} == tested
@@ -159,7 +158,6 @@ def test_import_ldc93s1_uses_files_in_place_and_writes_deepspeech_csv(tmp_path):
     assert (data / 'ldc93s1.csv').read_text() == (
         'wav_filename,wav_filesize,transcript\n{},{},she had your dark suit in greasy wash water all year\n'
         .format(wav, wav.stat().st_size))
-    sys.path.insert(0, os.path.join(ROOT, 'training'))
     from deepspeech_training.data.samples import read_records
     from deepspeech_training.util.text import load_alphabet
     record, = read_records([str(data / 'ldc93s1.csv')], load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt')))

@@ -15,7 +15,8 @@ import time
 import pytest
 import tensorflow as tf
 
-from conftest import PYTHON_BIN, ROOT, SMOKE_CSV, deepspeech_command, run_command, tiny_model_flags
+from tests.helpers.horovodrun import horovodrun
+from tests.helpers.suite import ROOT, SMOKE_CSV, deepspeech_command, run_command, tiny_model_flags
 
 pytestmark = pytest.mark.slow
 BOTH_HOSTS = 'localhost:1\n{}:1\n'.format(socket.gethostname())
@@ -30,8 +31,7 @@ def elastic_launcher(tmp_path):
     discover = tmp_path / 'discover.sh'
     discover.write_text('#!/bin/sh\ncat {}\n'.format(hosts))
     discover.chmod(0o755)
-    return [os.path.join(PYTHON_BIN, 'horovodrun'), '--gloo', '-np', '2', '--min-np', '1', '--max-np', '2',
-            '--host-discovery-script', str(discover)]
+    return horovodrun(2, hosts='', options=['--min-np', 1, '--max-np', 2, '--host-discovery-script', discover])
 
 
 def elastic_deepspeech(*args):

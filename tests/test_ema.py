@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import SMOKE_CSV, run_deepspeech, run_horovod, tiny_model_flags
+from tests.helpers.suite import SMOKE_CSV, run_deepspeech, run_horovod, tiny_model_flags
 
 N_HIDDEN = 16
 DECAY = 0.5

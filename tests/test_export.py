@@ -17,8 +17,9 @@ import soundfile
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from conftest import (ALPHABET, OVERFIT_N_HIDDEN, ROOT, SMOKE_SINGLE_CSV, client_python, deepspeech_command,
-                      make_scorer, overfit_single_utterance, run_command, run_deepspeech, tiny_model_flags)
+from tests.helpers.suite import (ALPHABET, OVERFIT_N_HIDDEN, ROOT, SMOKE_SINGLE_CSV, client_python,
+                                 deepspeech_command, make_scorer, overfit_single_utterance, run_command,
+                                 run_deepspeech, tiny_model_flags)
 from deepspeech_training.decoding import greedy_decode
 from tensorflow.core.util.memmapped_file_system_pb2 import MemmappedFileSystemDirectory
 from deepspeech_training.data.audio import read_audio
@@ -38,7 +39,7 @@ MMAP_WARNING = 'reading entire model file into memory'
 
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
-    """The run's overfit model (conftest.overfit_single_utterance) exported as .pb, .pbmm, .tflite and .zip,
+    """The run's overfit model (suite.overfit_single_utterance) exported as .pb, .pbmm, .tflite and .zip,
     its utterance transcribed with --one_shot_infer in the same run."""
     tmp_path = tmp_path_factory.mktemp('export')
     shutil.copytree(str(overfit_single_utterance()[0]), str(tmp_path / 'checkpoints'))
@@ -264,7 +265,7 @@ def test_in_process_export_of_a_fresh_checkpoint_has_the_clients_inputs_outputs_
     one epoch of a tiny model in this process (the single-process seam), then .pb, .pbmm, .tflite and .zip;
     the export's log names the checkpoint once and holds back the TF Lite converter's alarming lines."""
     from tensorflow.python.eager import context
-    from conftest import settings_from_args
+    from tests.helpers.suite import settings_from_args
     from deepspeech_training.checkpoints import check_writable
     from deepspeech_training.distributed import Single
     from deepspeech_training.export import INPUT_NAMES, METADATA_NAMES, OUTPUT_NAMES, export

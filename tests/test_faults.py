@@ -13,13 +13,14 @@ import time
 import pytest
 import tensorflow as tf
 
-from conftest import PYTHON_BIN, ROOT, SMOKE_CSV, deepspeech_command, make_corpus, run_command, start_step, tiny_model_flags
+from tests.helpers.horovodrun import horovodrun
+from tests.helpers.suite import ROOT, SMOKE_CSV, deepspeech_command, make_corpus, run_command, start_step, tiny_model_flags
 
 CRASH_AT = os.path.join(ROOT, 'tests', 'helpers', 'crash_at.py')
 
 pytestmark = pytest.mark.slow
-# --gloo: with MPI installed horovodrun would pick mpirun; the dead-rank behaviour measured is Gloo's.
-HOROVOD_GLOO = [os.path.join(PYTHON_BIN, 'horovodrun'), '--gloo', '-np', 2, '-H', 'localhost:2']
+# Gloo: the dead-rank behaviour measured is Gloo's.
+HOROVOD_GLOO = horovodrun(2)
 
 
 @pytest.fixture(scope='module')

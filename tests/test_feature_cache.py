@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tfv1
 
-from conftest import SMOKE_CSV, make_corpus, run_deepspeech, run_horovod, tiny_model_flags
+from tests.helpers.suite import SMOKE_CSV, make_corpus, run_deepspeech, run_horovod, tiny_model_flags
 from test_features import CONFIG
 from deepspeech_training.data.audio import read_audio
 from deepspeech_training.data.batching import train_batches

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SMOKE_CSV, run_command, run_deepspeech
+from tests.helpers.suite import CSV_HEADER, ROOT, SMOKE_CSV, run_command, run_deepspeech
 
 
 @pytest.mark.parametrize('args, message', [
@@ -25,7 +25,7 @@ def test_bad_flags_are_rejected_with_a_clear_message(tmp_path, args, message):
 
 def test_bad_csv_row_stops_before_any_checkpoint_or_summary(tmp_path):
     csv_path = tmp_path / 'bad.csv'
-    csv_path.write_text('wav_filename,wav_filesize,transcript\nmissing.wav,10,Hello World\n')
+    csv_path.write_text(CSV_HEADER + '\nmissing.wav,10,Hello World\n')
     result = run_deepspeech('--train_files', csv_path, '--checkpoint_dir', tmp_path / 'ckpt',
                             '--summary_dir', tmp_path / 'summaries', check=False)
     assert result.returncode == 1

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import (ROOT, SMOKE_CSV, TRACE, deepspeech_command, make_corpus, run_command, run_deepspeech,
-                      run_horovod, start_step, tiny_model_flags, traced_calls)
+from tests.helpers.horovodrun import horovodrun
+from tests.helpers.suite import (CSV_HEADER, PACKAGE_ENV, ROOT, SMOKE_CSV, TRACE, deepspeech_command, make_corpus,
+                                 run_command, run_deepspeech, run_horovod, start_step, tiny_model_flags, traced_calls)
 from deepspeech_training.data.batching import PADDING, eval_batches, train_batches
 
 pytestmark = pytest.mark.slow
@@ -185,9 +186,9 @@ def test_two_rank_gradient_equals_single_process_gradient_of_the_union(corpus, t
     csv_path = corpus / 'train.csv'
     (tmp_path / 'one').mkdir()
     (tmp_path / 'two').mkdir()
-    run_command([sys.executable, script, tmp_path / 'one', csv_path, 4])
-    run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '--gloo', '-np', 2, '-H', 'localhost:2',
-                 sys.executable, script, tmp_path / 'two', csv_path, 2, '--horovod'], timeout=180)
+    run_command([sys.executable, script, tmp_path / 'one', csv_path, 4], env=PACKAGE_ENV)
+    run_command(horovodrun(2) + [sys.executable, script, tmp_path / 'two', csv_path, 2, '--horovod'], timeout=180,
+                env=PACKAGE_ENV)
     single = np.load(str(tmp_path / 'one' / 'rank0.npz'))
     ranks = [np.load(str(tmp_path / 'two' / 'rank{}.npz'.format(r))) for r in range(2)]
     assert len(single.files) == 3 * 12
@@ -215,10 +216,10 @@ def test_each_rank_draws_its_own_dropout_masks(tmp_path):
     csv_path = tmp_path / 'same_twice.csv'
     wav = os.path.join(ROOT, 'data', 'smoke_test', 'good_morning.wav')
     row = '{},{},good morning\n'.format(wav, os.path.getsize(wav))
-    csv_path.write_text('wav_filename,wav_filesize,transcript\n' + row * 2)
-    run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '--gloo', '-np', 2, '-H', 'localhost:2',
-                 sys.executable, os.path.join(ROOT, 'tests', 'helpers', 'dump_gradients.py'), tmp_path, csv_path, 1,
-                 '--horovod', '--dropout', 0.3, '--also_without_dropout'], timeout=180)
+    csv_path.write_text(CSV_HEADER + '\n' + row * 2)
+    run_command(horovodrun(2) + [sys.executable, os.path.join(ROOT, 'tests', 'helpers', 'dump_gradients.py'), tmp_path,
+                                 csv_path, 1, '--horovod', '--dropout', 0.3, '--also_without_dropout'], timeout=180,
+                env=PACKAGE_ENV)
     ranks = [np.load(str(tmp_path / 'rank{}.npz'.format(r))) for r in range(2)]
     for gradient, dropout in (('nodropout/layer_1/weights', 0.0), ('local/layer_1/weights', 0.3)):
         same = np.array_equal(ranks[0][gradient], ranks[1][gradient])
@@ -273,7 +274,7 @@ def test_horovodrun_output_is_one_tag_a_line_with_labelled_losses(corpus, tmp_pa
     """horovodrun with MPI (its default when MPI is installed) tags each line mpirun reads: a line written in
     two pieces, or a bar redrawn with '\\r', came out glued to the next tag; our own [rank N] doubled the tag.
     The bar shows rank 0's running loss, the epoch line the mean over the ranks: both say so."""
-    run = run_command([os.path.join(os.path.dirname(sys.executable), 'horovodrun'), '-np', 2, '-H', 'localhost:2']
+    run = run_command(horovodrun(2, gloo=False)
                       + deepspeech_command('--horovod', '--show_progressbar', *tiny_model_flags(tmp_path),
                                            '--train_files', corpus / 'train.csv', '--train_batch_size', 1,
                                            '--epochs', 1),

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import soundfile
-from conftest import ALPHABET, ROOT
+from tests.helpers.suite import ALPHABET, ROOT
 from deepspeech_training.data.importers import normalize_transcript
 from deepspeech_training.data.samples import read_records
 from deepspeech_training.util.text import load_alphabet

@@ -3,7 +3,7 @@ util at the bottom, no import running upward."""
 import ast
 import os
 
-from conftest import ROOT
+from tests.helpers.suite import ROOT
 
 PACKAGE = os.path.join(ROOT, 'training', 'deepspeech_training')
 # The command-line tools' starts: only these may import the command line (cli) or the entry module.

@@ -16,7 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from conftest import ROOT, SMOKE_CSV, SMOKE_DIR, run_command
+from tests.helpers.suite import ROOT, SMOKE_CSV, SMOKE_DIR, run_command
 
 REQUIREMENTS = ('base', 'horovod', 'lm', 'plotting', 'test', 'gpu')
 CONSOLE_SCRIPTS = ('deepspeech-train', 'deepspeech-evaluate', 'deepspeech-transcribe', 'deepspeech-lm-optimizer',

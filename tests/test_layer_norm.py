@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from conftest import SMOKE_SINGLE_CSV, run_deepspeech, tiny_model_flags
+from tests.helpers.suite import SMOKE_SINGLE_CSV, run_deepspeech, tiny_model_flags
 from test_export import CLIENT_MODELS, GREEDY, WAV, run_client_command
 
 N_HIDDEN = 64

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ALPHABET, ROOT, ds_ctcdecoder_output
+from tests.helpers.suite import ALPHABET, ROOT, ds_ctcdecoder_output
 from deepspeech_training.beam_search import BeamSearch
 from deepspeech_training.scorer import Scorer, ScorerError, check_scorer
 from deepspeech_training.util.alphabet import UTF8Alphabet

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from conftest import SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, run_horovod, tiny_model_flags
+from tests.helpers.suite import SMOKE_CSV, SMOKE_SINGLE_CSV, run_deepspeech, run_horovod, tiny_model_flags
 from test_horovod import saved_variables
 from deepspeech_training.config import settings_from_args
 from deepspeech_training.session import session_config
@@ -61,7 +61,7 @@ def test_the_lstm_loops_keep_their_state_and_gates_in_float32_with_the_flag():
 
 @pytest.fixture(scope='module')
 def overfit(tmp_path_factory):
-    """One utterance overfit with the flag (conftest.overfit_single_utterance's margin: 300 epochs), and one epoch
+    """One utterance overfit with the flag (suite.overfit_single_utterance's margin: 300 epochs), and one epoch
     without it for the variables a float32 run saves."""
     tmp_path = tmp_path_factory.mktemp('amp')
     run = run_deepspeech(*tiny_model_flags(tmp_path / 'amp'), '--train_files', SMOKE_SINGLE_CSV, '--epochs', 300,

@@ -9,22 +9,21 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import (PYTHON_BIN, ROOT, SMOKE_CSV, deepspeech_command, make_corpus, run_command, run_horovod,
-                      tiny_model_flags)
+from tests.helpers.horovodrun import horovodrun
+from tests.helpers.suite import (ROOT, SMOKE_CSV, deepspeech_command, make_corpus, run_command, run_horovod,
+                                 tiny_model_flags)
 from test_horovod import TRACE, changes_under, saved_variables, traced_calls
 
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-import netns_hosts  # noqa: E402
+from tests.helpers import netns_hosts
 
 pytestmark = pytest.mark.slow
 HOSTS = 'hostA:1,hostB:1'
-HOROVODRUN = [os.path.join(PYTHON_BIN, 'horovodrun'), '--gloo', '--disable-cache', '-np', 2, '-H', HOSTS]
+HOROVODRUN = horovodrun(2, hosts=HOSTS, options=['--disable-cache'])
 MPIRUN = ['mpirun', '--allow-run-as-root', '-np', 2, '-H', HOSTS, '--mca', 'plm_rsh_agent', netns_hosts.SSH,
           '-x', 'PATH', '-x', 'TF_CPP_MIN_LOG_LEVEL', '-x', 'PYTHONUNBUFFERED', '-x', 'TRACE_DIR']
 

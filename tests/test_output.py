@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from tests.helpers.suite import ROOT
 from deepspeech_training.util import logging
 
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, SMOKE_CSV, run_deepspeech, run_horovod, tiny_model_flags
+from tests.helpers.suite import ROOT, SMOKE_CSV, run_deepspeech, run_horovod, tiny_model_flags
 
 RECIPES = sorted(glob.glob(os.path.join(ROOT, 'data', 'recipes', '*.flags')))
 

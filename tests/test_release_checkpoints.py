@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import ALPHABET, ROOT, SMOKE_CSV, run_command, run_deepspeech, run_horovod, tiny_model_flags
+from tests.helpers.suite import ALPHABET, ROOT, SMOKE_CSV, run_command, run_deepspeech, run_horovod, tiny_model_flags
 from test_horovod import TRACE, traced_calls
 from test_training import checkpoint_values
 
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-from write_release_layout import LSTM, LSTM_MOMENTS, OPAQUE_MOMENTS  # noqa: E402
+from tests.helpers.write_release_layout import LSTM, LSTM_MOMENTS, OPAQUE_MOMENTS
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 64

@@ -3,9 +3,10 @@ import os
 import pytest
 
 from deepspeech_training.data.samples import DataError, read_sources
+from tests.helpers.suite import CSV_HEADER
 
 
-def write_csv(path, rows, header='wav_filename,wav_filesize,transcript'):
+def write_csv(path, rows, header=CSV_HEADER):
     path.write_text('\n'.join([header] + rows) + '\n', encoding='utf-8')
     return str(path)
 
@@ -44,7 +45,7 @@ def test_every_bad_row_is_reported_with_file_line_and_fix(tmp_path, alphabet):
 
 def test_csv_that_is_not_utf8_is_reported(tmp_path, alphabet):
     path = tmp_path / 'latin1.csv'
-    path.write_bytes('wav_filename,wav_filesize,transcript\na.wav,1,caf\xe9\n'.encode('latin-1'))
+    path.write_bytes((CSV_HEADER + '\na.wav,1,caf\xe9\n').encode('latin-1'))
     with pytest.raises(DataError, match='not valid UTF-8'):
         read_sources([str(path)], alphabet)
 

@@ -7,14 +7,13 @@ import io
 import os
 import re
 import shutil
-import sys
 import tarfile
 
 import numpy as np
 import pytest
 import soundfile
 
-from conftest import SMOKE_DIR
+from tests.helpers.suite import CSV_HEADER, SMOKE_DIR
 from deepspeech_training.config import settings_from_args
 from deepspeech_training.data import container_index, headers, sdb
 from deepspeech_training.data.samples import DataError, read_records, read_sources
@@ -23,9 +22,8 @@ from deepspeech_training.distributed import Single
 from deepspeech_training.util.text import load_alphabet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-from http_ranges import serving  # noqa: E402
-from threaded_dist import run_ranks, threaded_ranks  # noqa: E402
+from tests.helpers.http_ranges import serving
+from tests.helpers.threaded_dist import run_ranks, threaded_ranks
 LETTERS = 'abcdefghijklmnopqrstuvwxyz'
 MAX_BYTES_PER_SAMPLE = 100      # issue 31's bound for the sample index, with short paths and transcripts
 
@@ -53,7 +51,7 @@ def transcript(number):
 
 def write_csv(path, count, wav_name=lambda n: 'clips/common_{:07d}.wav'.format(n)):
     with open(path, 'w') as out:
-        out.write('wav_filename,wav_filesize,transcript\n')
+        out.write(CSV_HEADER + '\n')
         out.writelines('{},{},{}\n'.format(wav_name(n), 3244 + n % 977, transcript(n)) for n in range(count))
     return str(path)
 
@@ -159,7 +157,7 @@ def test_the_sample_index_of_100k_csv_rows_stays_under_100_bytes_a_sample(tmp_pa
 def copy_corpus(folder, count):
     """`count` WAV files (copies of the smoke test's, each its own inode) and their CSV."""
     (folder / 'w').mkdir(parents=True)
-    rows = ['wav_filename,wav_filesize,transcript']
+    rows = [CSV_HEADER]
     for n in range(count):
         name = 'w/{:04d}.wav'.format(n)
         shutil.copy(os.path.join(SMOKE_DIR, 'hello_world.wav'), str(folder / name))

@@ -15,8 +15,8 @@ import opuslib
 import pytest
 import soundfile
 
-from conftest import (ROOT, SMOKE_CSV, SMOKE_DIR, TRACE, make_corpus, run_command, run_deepspeech, run_horovod,
-                      tiny_model_flags, traced_calls)
+from tests.helpers.suite import (CSV_HEADER, ROOT, SMOKE_CSV, SMOKE_DIR, TRACE, make_corpus, run_command,
+                                 run_deepspeech, run_horovod, tiny_model_flags, traced_calls)
 from deepspeech_training.data import byte_ranges, container_index, sdb
 from deepspeech_training.data.audio import RecordAudio
 from deepspeech_training.data.samples import DataError, read_sources
@@ -24,11 +24,9 @@ from deepspeech_training.data.validation import validate_sets
 from deepspeech_training.distributed import Single
 from deepspeech_training.flags import parse_size
 
-sys.path.insert(0, os.path.join(ROOT, 'bin'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-import data_set_tool  # noqa: E402
-from http_ranges import serving  # noqa: E402
-from sdb_cases import corrupt, layout, tool  # noqa: E402
+from bin import data_set_tool
+from tests.helpers.http_ranges import serving
+from tests.helpers.sdb_cases import corrupt, layout, tool
 
 TOOL = os.path.join(ROOT, 'bin', 'data_set_tool.py')
 RATE = 16000
@@ -351,7 +349,7 @@ def test_a_bad_sample_stops_the_tool_naming_source_and_row_and_writes_nothing(tm
     lines = ['{},{},{}'.format(os.path.join(SMOKE_DIR, r['wav_filename']), r['wav_filesize'], r['transcript'])
              for r in rows[:2]]
     for name, bad in (('not_audio', 'not_audio.wav,9,fine'), ('at_22k', 'at_22k.wav,1,fine')):
-        (tmp_path / (name + '.csv')).write_text('\n'.join(['wav_filename,wav_filesize,transcript'] + lines + [bad]))
+        (tmp_path / (name + '.csv')).write_text('\n'.join([CSV_HEADER] + lines + [bad]))
     capsys.readouterr()
     assert tool(tmp_path / 'not_audio.csv', tmp_path / 'out.sdb') == 1
     assert '{}: line 4: {}: not a readable audio file'.format(tmp_path / 'not_audio.csv', tmp_path / 'not_audio.wav') \

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from tests.helpers.suite import ROOT
 
 SETUP = os.path.join(ROOT, 'bin', 'setup.sh')
 SYSTEM_PYTHON = '/usr/bin/python3'

@@ -16,13 +16,12 @@ import time
 
 import pytest
 
-from conftest import PYTHON_BIN, ROOT, TRACE, deepspeech_command, make_corpus, run_horovod, tiny_model_flags
+from tests.helpers.suite import PYTHON_BIN, ROOT, TRACE, deepspeech_command, make_corpus, run_horovod, tiny_model_flags
 from test_horovod import changes_under, saved_variables, traced_calls
 from test_multihost import losses
 
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'helpers'))
-import netns_hosts  # noqa: E402
-import slurm_cluster  # noqa: E402
+from tests.helpers import netns_hosts
+from tests.helpers import slurm_cluster
 
 pytestmark = pytest.mark.slow
 SBATCH = os.path.join(ROOT, 'bin', 'slurm', 'train.sbatch')

@@ -1,4 +1,4 @@
-"""The bundled smoke-test data and bin/make_speech_corpus.py, which synthesises speech corpora."""
+"""The bundled smoke-test data and benchmarks/make_speech_corpus.py, which synthesises speech corpora."""
 import csv
 import os
 import shutil
@@ -8,9 +8,8 @@ import wave
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, 'bin', 'make_speech_corpus.py')
-SMOKE_DIR = os.path.join(ROOT, 'data', 'smoke_test')
+from tests.helpers.suite import ROOT, SMOKE_DIR
+
 HEADER = ['wav_filename', 'wav_filesize', 'transcript']
 
 needs_tts = pytest.mark.skipif(shutil.which('espeak-ng') is None or shutil.which('sox') is None,
@@ -52,7 +51,7 @@ def check_csv(path, alphabet):
 
 def make_corpus(out_dir, count=12):
     """Run the script as a user would; returns its output."""
-    result = subprocess.run([sys.executable, SCRIPT, '--out_dir', str(out_dir), '--count', str(count),
+    result = subprocess.run([sys.executable, '-m', 'benchmarks.make_speech_corpus', '--out_dir', str(out_dir), '--count', str(count),
                              '--seed', '1', '--jobs', '4'], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, universal_newlines=True, timeout=120)
     assert result.returncode == 0, result.stdout

@@ -4,11 +4,10 @@ import json
 import os
 import sys
 
-from conftest import ROOT, run_command
+from tests.helpers.suite import PACKAGE_ENV, run_command
 
 SCRIPT = '''
-import sys, time
-sys.path.insert(0, {training!r})
+import time
 from deepspeech_training.util import startup
 for phase in startup.PHASES[:-1]:
     time.sleep(0.01)
@@ -21,8 +20,8 @@ print('after the first step')
 
 
 def run_script(tmp_path, **env):
-    return run_command([sys.executable, '-c', SCRIPT.format(training=os.path.join(ROOT, 'training'))],
-                       env=dict(env, DS_STARTUP_REPORT=str(tmp_path / 'startup')), timeout=60)
+    return run_command([sys.executable, '-c', SCRIPT],
+                       env=dict(env, DS_STARTUP_REPORT=str(tmp_path / 'startup'), **PACKAGE_ENV), timeout=60)
 
 
 def test_first_step_writes_every_phase_in_order_under_the_launchers_rank_then_exits(tmp_path):
@@ -40,6 +39,6 @@ def test_without_the_exit_variable_training_goes_on_and_without_a_path_nothing_i
     assert 'after the first step' in run_script(tmp_path).output
     assert os.listdir(tmp_path) == ['startup.0']
     # DS_STARTUP_EXIT alone: no report, so no exit either (a measurement without its numbers is no use)
-    run = run_command([sys.executable, '-c', SCRIPT.format(training=os.path.join(ROOT, 'training'))],
-                      env=dict(DS_STARTUP_EXIT='1'), cwd=str(tmp_path), timeout=60)
+    run = run_command([sys.executable, '-c', SCRIPT], env=dict(DS_STARTUP_EXIT='1', **PACKAGE_ENV), cwd=str(tmp_path),
+                      timeout=60)
     assert 'after the first step' in run.output and os.listdir(tmp_path) == ['startup.0']

@@ -1,9 +1,9 @@
-"""The suite's own rules (tests/conftest.py, doc/TESTING.rst): the fast tier starts no launcher and trains
+"""The suite's own rules (tests/helpers/fast_tier.py, doc/TESTING.rst): the fast tier starts no launcher and trains
 no long run; a test that would is stopped, naming the fix."""
 import pytest
 
-from conftest import (FAST_TIER_MAX_EPOCHS, SMOKE_CSV, FastTierViolation, check_fast_tier_command, run_command,
-                      run_deepspeech, run_horovod, settings_from_args)
+from tests.helpers.fast_tier import FAST_TIER_MAX_EPOCHS, FastTierViolation, check_fast_tier_command
+from tests.helpers.suite import SMOKE_CSV, run_command, run_deepspeech, run_horovod, settings_from_args
 
 
 def test_the_fast_tier_refuses_to_start_horovodrun(tmp_path):

@@ -2,7 +2,7 @@ import struct
 
 import pytest
 
-from conftest import ds_ctcdecoder_output
+from tests.helpers.suite import ds_ctcdecoder_output
 from deepspeech_training.util.text import (TranscriptError, ctc_min_frames, labels_to_text, load_alphabet,
                                            transcript_to_labels)
 

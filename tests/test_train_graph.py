@@ -3,18 +3,14 @@ time the trainer's own step; and the settings are the only source of a run after
 import ast
 import collections
 import os
-import sys
 from types import SimpleNamespace
 
 import tensorflow.compat.v1 as tfv1
 
-from conftest import ROOT, SMOKE_CSV, settings_from_args
-
-sys.path.insert(0, os.path.join(ROOT, 'bin'))
-import benchmark_pipeline  # noqa: E402
-import profile_training_step  # noqa: E402
-from deepspeech_training.distributed import Single  # noqa: E402
-from deepspeech_training.trainer import Trainer  # noqa: E402
+from benchmarks import pipeline as benchmark_pipeline, profile_training_step
+from deepspeech_training.distributed import Single
+from deepspeech_training.trainer import Trainer
+from tests.helpers.suite import ROOT, SMOKE_CSV, settings_from_args
 
 tfv1.disable_eager_execution()
 PACKAGE = os.path.join(ROOT, 'training', 'deepspeech_training')

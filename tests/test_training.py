@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import (OVERFIT_N_HIDDEN, ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, deepspeech_command, overfit_single_utterance,
-                      run_command, run_deepspeech, start_step, tiny_model_flags)
+from tests.helpers.suite import (OVERFIT_N_HIDDEN, ROOT, SMOKE_CSV, SMOKE_SINGLE_CSV, deepspeech_command,
+                                 overfit_single_utterance, run_command, run_deepspeech, start_step, tiny_model_flags)
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 32
@@ -54,7 +54,7 @@ def resumed_run(tmp_path_factory):
 
 
 def test_overfit_one_utterance_decodes_exactly(tmp_path):
-    """The run's overfit model (conftest.overfit_single_utterance), tested as a user tests a checkpoint."""
+    """The run's overfit model (suite.overfit_single_utterance), tested as a user tests a checkpoint."""
     output_file = tmp_path / 'results.json'
     run_deepspeech('--n_hidden', OVERFIT_N_HIDDEN, '--checkpoint_dir', overfit_single_utterance()[0],
                    '--test_files', SMOKE_SINGLE_CSV, '--load_evaluate', 'last', '--test_output_file', output_file)
@@ -165,12 +165,11 @@ def test_unwritable_checkpoint_dir_is_an_error_at_start(tmp_path):
 
 
 def test_plot_summaries_draws_the_run(resumed_run, tmp_path):
-    sys.path.insert(0, os.path.join(ROOT, 'bin'))
     summaries = resumed_run[0].parent / 'summaries'
     run_command([sys.executable, os.path.join(ROOT, 'bin', 'plot_summaries.py'), '--summary_dir', summaries,
                  '--output', tmp_path / 'run.png'])
     assert (tmp_path / 'run.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-    from plot_summaries import read_scalars
+    from bin.plot_summaries import read_scalars
     train = read_scalars(str(summaries / 'train'))
     assert [step for step, _ in train['loss']] == [3, 6, 9]   # one point per epoch, over both runs
 
@@ -272,8 +271,7 @@ def visible_y_labels(axes):
 
 
 def test_plot_labels_the_loss_axis_in_plain_numbers_and_names_a_constant_rate(constant_rate_run, tmp_path):
-    sys.path.insert(0, os.path.join(ROOT, 'bin'))
-    from plot_summaries import plot
+    from bin.plot_summaries import plot
     figure = plot(str(constant_rate_run[0]), str(tmp_path / 'run.png'))
     figure.canvas.draw()
     [losses] = figure.axes              # no empty learning-rate panel
@@ -283,8 +281,7 @@ def test_plot_labels_the_loss_axis_in_plain_numbers_and_names_a_constant_rate(co
 
 
 def test_plot_keeps_the_learning_rate_panel_when_the_rate_changed(resumed_run, tmp_path):
-    sys.path.insert(0, os.path.join(ROOT, 'bin'))
-    from plot_summaries import plot
+    from bin.plot_summaries import plot
     figure = plot(str(resumed_run[0].parent / 'summaries'), str(tmp_path / 'run.png'))
     figure.canvas.draw()
     losses, rates = figure.axes        # 0.001, then 0 on the resumed run

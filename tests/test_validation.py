@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import soundfile
 
-from conftest import SMOKE_DIR, run_deepspeech, run_horovod, tiny_model_flags
+from tests.helpers.suite import CSV_HEADER, SMOKE_DIR, run_deepspeech, run_horovod, tiny_model_flags
 from deepspeech_training.data.validation import samples_at_rate
 
 pytestmark = pytest.mark.slow
-HEADER = 'wav_filename,wav_filesize,transcript'
 GOOD_ROWS = ['good_morning.wav,42668,good morning', 'hello_world.wav,46760,hello world',
              'the_cat_sat.wav,48226,the cat sat']
 
@@ -32,7 +31,7 @@ def smoke_audio():
     return audio, rate
 
 
-def write_csv(folder, rows, name='bad.csv', header=HEADER):
+def write_csv(folder, rows, name='bad.csv', header=CSV_HEADER):
     path = folder / name
     path.write_text('\n'.join([header] + rows) + '\n', encoding='utf-8')
     return path
@@ -124,12 +123,12 @@ def test_csv_without_the_three_columns_names_the_expected_header(tmp_path, data)
     csv_path = write_csv(data, ['good_morning.wav,good morning'], header='path,text')
     output = fails(tmp_path, '--train_files', csv_path)
     assert ('{}: line 1: missing column(s) wav_filename, wav_filesize, transcript (the header is "path,text"); '
-            'a DeepSpeech CSV starts with the header "{}"'.format(csv_path, HEADER)) in output
+            'a DeepSpeech CSV starts with the header "{}"'.format(csv_path, CSV_HEADER)) in output
 
 
 def test_row_that_is_not_utf8_names_its_line(tmp_path, data):
     csv_path = data / 'latin1.csv'
-    csv_path.write_bytes('\n'.join([HEADER, GOOD_ROWS[0], 'hello_world.wav,46760,caf\xe9 au lait', GOOD_ROWS[2]])
+    csv_path.write_bytes('\n'.join([CSV_HEADER, GOOD_ROWS[0], 'hello_world.wav,46760,caf\xe9 au lait', GOOD_ROWS[2]])
                          .encode('latin-1') + b'\n')
     output = fails(tmp_path, '--train_files', csv_path)
     assert '{}: line 3: not valid UTF-8 (byte 0xe9 at byte 26 of the line); re-encode the file'.format(csv_path) \

@@ -3,26 +3,26 @@ optimizer, through its train op) and write to <out>/rank<N>.npz the gradients th
 (averaged over the ranks), as `local/...` this rank's own gradients before averaging and as
 `weights/...` the weights the step started from. Run once plainly and once under horovodrun to
 compare: python dump_gradients.py OUT CSV BATCH_SIZE [--horovod] [--dropout RATE] [--also_without_dropout]
+(with the checkout's training/ on PYTHONPATH: tests/helpers/suite.py's PACKAGE_ENV)
 
 --also_without_dropout first runs the same batch without dropout (the rates' placeholders at their
 default 0, no update) and writes this rank's own gradients of that as `nodropout/...` too."""
 import os
 import sys
 
+import numpy as np
+import tensorflow.compat.v1 as tfv1
+
+from deepspeech_training import distributed
+from deepspeech_training.cli import run_script
+from deepspeech_training.config import settings_from_flags
+from deepspeech_training.data.samples import read_sources
+from deepspeech_training.graph import set_steps
+from deepspeech_training.session import create_session
+from deepspeech_training.trainer import Trainer
+from deepspeech_training.util import logging
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, 'training'))
-
-import numpy as np  # noqa: E402
-import tensorflow.compat.v1 as tfv1  # noqa: E402
-
-from deepspeech_training import distributed  # noqa: E402
-from deepspeech_training.cli import run_script  # noqa: E402
-from deepspeech_training.config import settings_from_flags  # noqa: E402
-from deepspeech_training.data.samples import read_sources  # noqa: E402
-from deepspeech_training.graph import set_steps  # noqa: E402
-from deepspeech_training.session import create_session  # noqa: E402
-from deepspeech_training.trainer import Trainer  # noqa: E402
-from deepspeech_training.util import logging  # noqa: E402
 
 
 def first_step(_):

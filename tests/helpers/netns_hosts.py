@@ -7,7 +7,7 @@ all hosts share, by name). /etc/netns/<host>/hosts, which `ip netns exec` mounts
 lets both names resolve inside both. The file system, CPUs and PIDs stay shared, so the same paths
 work on both "hosts", as a multi-host job requires. `tests/helpers/netns_ssh/ssh` stands in for ssh between them.
 
-Used by tests/test_multihost.py and bin/benchmark_network.py; by hand (as root):
+Used by tests/test_multihost.py and benchmarks/network.py; by hand (as root):
 
     python tests/helpers/netns_hosts.py up      # create; then e.g. ip netns exec hostA horovodrun ...
     python tests/helpers/netns_hosts.py down    # remove

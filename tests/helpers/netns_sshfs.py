@@ -6,7 +6,7 @@ sshfs runs in this (the root) namespace, so the mount is seen by every process h
 under `ip netns exec` would stay in that command's own mount namespace); its ssh command is a small
 script that runs ssh on hostA, with `delay_relay.py RTT hostB 22` as ProxyCommand. Page cache: sshfs
 does not keep file data across opens (no kernel_cache), as NFS's close-to-open consistency; a fresh
-mount starts cold. Used by bin/benchmark_storage.py and its smoke test (root, /dev/fuse, sshfs and
+mount starts cold. Used by benchmarks/storage.py and its smoke test (root, /dev/fuse, sshfs and
 openssh-server needed: see unavailable()).
 """
 import contextlib
@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-import netns_hosts
+from tests.helpers import netns_hosts
 
 HELPERS = os.path.dirname(os.path.abspath(__file__))
 RELAY = os.path.join(HELPERS, 'delay_relay.py')

@@ -1,11 +1,8 @@
 """Sample databases for the tests of .sdb readers: bin/data_set_tool.py run in process, the layout of a
 written database, and databases damaged in the ways a reader must name (test_sdb, test_container_index)."""
-import os
 import struct
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'bin'))
-import data_set_tool  # noqa: E402
+from bin import data_set_tool
 
 
 def tool(*args):

@@ -9,7 +9,7 @@ network and name. Slurm's own commands reach slurmctld only from inside a namesp
 
 Used by tests/test_slurm.py; by hand (as root), to try bin/slurm/train.sbatch (doc/SLURM.rst):
 
-    python tests/helpers/slurm_cluster.py /tmp/cluster    # up until Ctrl-C; prints how to submit
+    python -m tests.helpers.slurm_cluster /tmp/cluster    # from the checkout; up until Ctrl-C; prints how to submit
 """
 import contextlib
 import os
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-import netns_hosts
+from tests.helpers import netns_hosts
 
 PROGRAMS = ('munged', 'mungekey', 'slurmctld', 'slurmd', 'sbatch', 'scontrol')
 CONTROLLER = 'hostA'

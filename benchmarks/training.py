@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Training throughput of several configurations in one run, each as a real DeepSpeech.py process.
 
-    python bin/benchmark_training.py --configs "h=512,b=8,lstm=fused,np=1;h=512,b=8,lstm=scan,np=1"
+    python -m benchmarks.training --configs "h=512,b=8,lstm=fused,np=1;h=512,b=8,lstm=scan,np=1"
 
-Generates (or reuses) a corpus of --utterances synthetic utterances (bin/make_speech_corpus.py), then
+Generates (or reuses) a corpus of --utterances synthetic utterances (benchmarks/make_speech_corpus.py), then
 runs `DeepSpeech.py --train_files <corpus>/train.csv` once per configuration (np > 1: under
 `horovodrun -np N -H localhost:N ... --horovod`), in a fresh checkpoint/summary directory. A
-configuration is comma-separated key=value pairs: h (--n_hidden), b (--train_batch_size, per rank),
-lstm (--lstm_impl), amp (--automatic_mixed_precision=true/false), np (ranks); a key in upper case is set in the environment of the run (e.g.
-HOROVOD_CYCLE_TIME=5); any other key is passed on as --key=value (e.g. epochs=2).
+configuration is comma-separated key=value pairs (benchmarks/common.py): h (--n_hidden), b
+(--train_batch_size, per rank), lstm (--lstm_impl), amp (--automatic_mixed_precision=true/false), np (ranks),
+name (its label); a key in upper case is set in the environment of the run (e.g. HOROVOD_CYCLE_TIME=5); any
+other key is passed on as --key=value (e.g. epochs=2).
 
 Nothing is timed inside the trainer beyond what it already records:
   * step times: the wall times of the step_loss TensorBoard events (summary_dir/train), one per step;
@@ -47,11 +48,10 @@ import tempfile
 import time
 import wave
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'training'))
+from benchmarks.common import (ALPHABET, ROOT, deepspeech_command, environment, flags, fmt, folder, label,
+                               localhost_launch, parse_configs, table)
 
 DEFAULT_CONFIGS = 'h=512,b=8,lstm=fused,np=1;h=512,b=8,lstm=scan,np=1;h=512,b=8,lstm=scan,np=2'
-KEYS = {'h': 'n_hidden', 'b': 'train_batch_size', 'lstm': 'lstm_impl', 'amp': 'automatic_mixed_precision'}
 SEED = 4568                    # DeepSpeech.py's --random_seed default: the batch plan depends on it
 WINDOW, STEP = 512, 320        # audio samples per feature window / step at 16 kHz (32 ms, 20 ms)
 N_FEATURES = 19 * 26           # layer_1 input: 19 context frames x 26 MFCCs
@@ -66,33 +66,10 @@ exec /usr/bin/time -v -o "$RUN_DIR/time.rank$rank" "$@"
 '''
 
 
-def parse_configs(text):
-    """'h=100,b=8,lstm=scan,np=2;...' -> [{'h': '100', 'b': '8', 'lstm': 'scan', 'np': '2'}, ...]"""
-    configs = []
-    for item in filter(None, (part.strip() for part in text.split(';'))):
-        config = {}
-        for pair in filter(None, (p.strip() for p in item.split(','))):
-            key, sep, value = pair.partition('=')
-            if not sep or not key.strip() or not value.strip():
-                raise ValueError('bad configuration item {!r} in {!r}: expected key=value'.format(pair, item))
-            config[key.strip()] = value.strip()
-        config.setdefault('np', '1')
-        if int(config['np']) < 1:
-            raise ValueError('np must be at least 1 in {!r}'.format(item))
-        configs.append(config)
-    if not configs:
-        raise ValueError('no configuration given')
-    return configs
-
-
-def label(config):
-    return ','.join('{}={}'.format(k, v) for k, v in config.items())
-
-
 def make_corpus(corpus_dir, utterances):
-    """bin/make_speech_corpus.py (it reuses the wavs already there); returns train.csv."""
-    subprocess.run([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', corpus_dir,
-                    '--count', str(utterances)], check=True, stdout=subprocess.DEVNULL)
+    """benchmarks/make_speech_corpus.py (it reuses the wavs already there); returns train.csv."""
+    subprocess.run([sys.executable, '-m', 'benchmarks.make_speech_corpus', '--out_dir', corpus_dir,
+                    '--count', str(utterances)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return os.path.join(corpus_dir, 'train.csv')
 
 
@@ -105,7 +82,7 @@ def corpus_records(train_csv):
     """The train records in the trainer's order (sorted by size) with their sample counts."""
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.util.text import load_alphabet
-    records = read_sources([train_csv], load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt')))
+    records = read_sources([train_csv], load_alphabet(ALPHABET))
     return [(r.audio_path, r.filesize) + wav_samples(r.audio_path) for r in records]
 
 
@@ -216,35 +193,19 @@ def audio_reads(trace_path):
     return total, opens
 
 
-def localhost_launch(size, command):
-    """`horovodrun -np N -H localhost:N command`: N ranks on this machine."""
-    horovodrun = os.path.join(os.path.dirname(sys.executable), 'horovodrun')
-    return [horovodrun, '-np', str(size), '-H', 'localhost:{}'.format(size)] + command
-
-
 def training_command(config, train_csv, run_dir, epochs, launch=localhost_launch):
-    flags = ['--train_files', train_csv, '--epochs', str(epochs), '--alphabet_config_path',
-             os.path.join(ROOT, 'data', 'alphabet.txt'), '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'),
-             '--summary_dir', os.path.join(run_dir, 'summaries'), '--load_train', 'init', '--noshow_progressbar',
-             '--checkpoint_secs', '1000000', '--max_to_keep', '1']
-    for key, value in config.items():
-        if key == 'np' or key.isupper():
-            continue
-        flags += ['--{}={}'.format(KEYS.get(key, key), value)]
-    wrapper = os.path.join(run_dir, 'rank.sh')
-    command = [wrapper, sys.executable, os.path.join(ROOT, 'DeepSpeech.py')] + flags
-    size = int(config['np'])
-    if size > 1:
-        command = launch(size, command + ['--horovod'])
-    return command
+    run_flags = ['--train_files', train_csv, '--epochs', str(epochs), '--alphabet_config_path', ALPHABET,
+                 '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'), '--summary_dir',
+                 os.path.join(run_dir, 'summaries'), '--load_train', 'init', '--noshow_progressbar',
+                 '--checkpoint_secs', '1000000', '--max_to_keep', '1']
+    return deepspeech_command(run_flags + flags(config), int(config['np']), launch,
+                              wrapper=[os.path.join(run_dir, 'rank.sh')])
 
 
 def run_config(index, repeat, config, train_csv, records, args, launch=localhost_launch, trace=False):
     """Run one configuration once (np > 1: as launch(np, command) starts it); returns its measurements
     (a dict for the JSON). repeat: the repeat's number (None for the untimed run under strace, trace=True)."""
-    # no '=' in the path: horovodrun --gloo starts each rank as `env VAR=value ... command`, and env
-    # would take a wrapper path with '=' in it for one more variable
-    run_dir = os.path.join(args.out_dir, 'runs', '{}-{}'.format(index, re.sub(r'[^\w.-]+', '_', label(config))),
+    run_dir = os.path.join(args.out_dir, 'runs', '{}-{}'.format(index, folder(config)),
                            'reads' if trace else 'repeat{}'.format(repeat))
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
@@ -255,7 +216,7 @@ def run_config(index, repeat, config, train_csv, records, args, launch=localhost
     command = training_command(config, train_csv, run_dir, epochs, launch)
     env = dict(os.environ, RUN_DIR=run_dir, TRACE='1' if trace else '0', PYTHONUNBUFFERED='1',
                TF_CPP_MIN_LOG_LEVEL='2')
-    env.update((k, v) for k, v in config.items() if k.isupper())
+    env.update(environment(config))
     print('[{}] {} ({})'.format(index, label(config), 'audio reads, under strace, not timed' if trace else
                                 'repeat {}/{}'.format(repeat + 1, args.repeats)), flush=True)
     started = time.time()
@@ -358,34 +319,12 @@ def matmul_gflops(size, dtype='float32', repeats=5):
     return statistics.median(rates)
 
 
-def fmt(value, spec='{:.2f}'):
-    if value is None:
-        return 'n/a'
-    if isinstance(value, list):
-        return '/'.join(fmt(v, spec) for v in value)
-    return spec.format(value)
-
-
 COLUMNS = [('configuration', 'label', '{}'), ('timed steps', 'timed_steps', '{:.0f}'), ('s/step', 'median_step_s', '{:.3f}'),
            ('samples/s', 'samples_per_s', '{:.2f}'), ('audio s/s', 'audio_s_per_s', '{:.2f}'),
            ('ratio', 'ratio', '{:.2f}x'), ('1st step s', 'time_to_first_step_s', '{:.1f}'),
            ('RSS MB/rank', 'peak_rss_mb', '{:.0f}'), ('audio MB read/rank', 'audio_mb_read', '{:.2f}'),
            ('bound MB', 'read_bound_mb', '{:.2f}'),
            ('GFLOP/step', 'gflop_per_step', '{:.2f}'), ('GFLOP/s', 'gflops', '{:.1f}')]
-
-
-def table(results, columns=COLUMNS):
-    rows = [[name for name, _, _ in columns]]
-    for result in results:
-        if result.get('exit_code') != 0:
-            rows.append([result['label'], 'failed: {}'.format(result['exit_code'])] + [''] * (len(columns) - 2))
-            continue
-        rows.append([fmt(result.get(key), spec) for _, key, spec in columns])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
-    lines = ['  '.join(cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width) in
-                       enumerate(zip(row, widths))) for row in rows]
-    lines.insert(1, '-' * len(lines[0]))
-    return '\n'.join(lines)
 
 
 def plot(results, path, title):
@@ -478,7 +417,7 @@ def main(argv=None):
                   results=results, padding_waste=waste, total_s=time.time() - started)
     with open(os.path.join(args.out_dir, 'benchmark.json'), 'w') as out:
         json.dump(report, out, indent=2)
-    text = table(results) + '\n\npadding waste (padded frames / real frames, one epoch):\n' + '\n'.join(
+    text = table(results, COLUMNS) + '\n\npadding waste (padded frames / real frames, one epoch):\n' + '\n'.join(
         '  batch {batch_size}: length-sorted batches {length_sorted:.1%} (in shuffled order too), random batches '
         '{random:.1%}'.format(**w) for w in waste)
     with open(os.path.join(args.out_dir, 'benchmark.txt'), 'w') as out:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Forward and forward+backward time of the LSTM layer alone, per --lstm_impl (doc/PERFORMANCE.rst).
 
-    python bin/benchmark_lstm.py --time 150 --batch 4 --n_hidden 2048 --repeats 5
+    python -m benchmarks.lstm --time 150 --batch 4 --n_hidden 2048 --repeats 5
 
 Each implementation runs in a fresh process (one graph, one session, the machine's default threads):
 one warm-up run, then --repeats timed runs of the forward pass and of the forward pass with the
@@ -17,8 +17,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'training'))
+from benchmarks.common import ROOT
 
 
 def autodiff_lstm(x, seq_length, n_cell, initial_state=None):
@@ -83,9 +82,9 @@ def main():
         args.time, args.batch, args.n_hidden, args.repeats, os.cpu_count(), os.getloadavg()[0]))
     results = {}
     for impl in args.impls.split(','):
-        output = subprocess.run([sys.executable, __file__, '--child', impl, '--time', str(args.time), '--batch',
-                                 str(args.batch), '--n_hidden', str(args.n_hidden), '--repeats', str(args.repeats)],
-                                env=env, check=True, stdout=subprocess.PIPE, universal_newlines=True).stdout
+        output = subprocess.run([sys.executable, '-m', 'benchmarks.lstm', '--child', impl, '--time', str(args.time),
+                                 '--batch', str(args.batch), '--n_hidden', str(args.n_hidden), '--repeats',
+                                 str(args.repeats)], cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, universal_newlines=True).stdout
         results[impl] = {k: statistics.median(v) for k, v in json.loads(output.splitlines()[-1]).items()}
         base = results[next(iter(results))]
         print('{:9} forward {:8.3f} s ({:5.2f}x)   forward+backward {:8.3f} s ({:5.2f}x)   runs: {}'.format(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training throughput of two ranks on two hosts linked at 10 and 1 Gbit/s, against loopback, in one run.
 
-    python bin/benchmark_network.py            # as root: it makes network namespaces
+    python -m benchmarks.network            # as root: it makes network namespaces
 
 The two hosts are network namespaces on this machine (tests/helpers/netns_hosts.py) joined by a veth pair; `tc
 tbf` limits each direction of the link to the rate under test, and `horovodrun --gloo -H
@@ -10,7 +10,7 @@ hostA:1,hostB:1` runs one rank on each, launched from hostA through the ssh stan
 without --horovod_fp16_compression, and one intra-op thread per rank everywhere, so the only
 difference between two rows is the path the gradients take.
 
-Each run is measured by bin/benchmark_training.py (step times from the trainer's step_loss events,
+Each run is measured by benchmarks/training.py (step times from the trainer's step_loss events,
 warm-up steps left out); the table gives samples/s, its ratio to loopback with the same compression,
 the bytes that crossed the link during the run (all of it: the start-up broadcast of the variables
 and their Adam slots too) and the TCP rate one stream reaches over the shaped link (2 s, measured
@@ -28,13 +28,11 @@ import sys
 import tempfile
 import time
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BIN)
-sys.path.insert(0, os.path.join(os.path.dirname(BIN), 'tests', 'helpers'))   # the test suite's namespace hosts
-import benchmark_training  # noqa: E402
-import netns_hosts  # noqa: E402
+from benchmarks import training as benchmark_training
+from benchmarks.common import gloo_localhost_launch, table
+from tests.helpers import netns_hosts
+from tests.helpers.horovodrun import horovodrun
 
-HOROVODRUN = os.path.join(os.path.dirname(sys.executable), 'horovodrun')
 STREAM_PORT = 5201
 # receives one TCP stream on hostA and prints the bytes it got and the seconds they took
 STREAM_SINK = '''import socket, time
@@ -62,14 +60,9 @@ connection.close()
 '''
 
 
-def gloo_localhost_launch(size, command):
-    return [HOROVODRUN, '--gloo', '-np', str(size), '-H', 'localhost:{}'.format(size)] + command
-
-
 def two_hosts_launch(size, command):
     hosts = ','.join('{}:1'.format(host) for host in netns_hosts.HOSTS)
-    return netns_hosts.on_host('hostA', [HOROVODRUN, '--gloo', '--disable-cache', '-np', str(size), '-H', hosts]
-                               + command)
+    return netns_hosts.on_host('hostA', horovodrun(size, hosts, options=['--disable-cache']) + command)
 
 
 def stream_gbit_s(seconds=2.0):
@@ -165,7 +158,7 @@ def main(argv=None):
         base = next(r for r in results if r['link_mbit'] is None and r['fp16'] == result['fp16'])
         if result.get('samples_per_s') and base.get('samples_per_s'):
             result['ratio'] = result['samples_per_s'] / base['samples_per_s']
-    text = benchmark_training.table(results, COLUMNS)
+    text = table(results, COLUMNS)
     report = dict(machine=dict(cpus=os.cpu_count(), load_average=os.getloadavg()), netem=netem,
                   settings=dict(vars(args)), command=sys.argv, results=results, total_s=time.time() - started)
     with open(os.path.join(args.out_dir, 'benchmark_network.json'), 'w') as out:

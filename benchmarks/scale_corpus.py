@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The corpora of bin/benchmark_scale.py: 10k to 1M samples as a CSV, one .sdb and tar shards, made once
+"""The corpora of benchmarks/scale.py: 10k to 1M samples as a CSV, one .sdb and tar shards, made once
 under a work folder and reused (generating 1M samples takes minutes; measuring must not redo it).
 
-    python bin/scale_corpus.py --work_dir /work/scale-corpus --sizes 10000,100000,1000000
+    python -m benchmarks.scale_corpus --work_dir /work/scale-corpus --sizes 10000,100000,1000000
 
 Every sample is one of a pool of a few thousand single spoken words (espeak-ng through
-bin/make_speech_corpus.py, silence trimmed so a clip is ~0.2-0.5 s: a 1M .sdb is ~10 GB, not ~30), under
+benchmarks/make_speech_corpus.py, silence trimmed so a clip is ~0.2-0.5 s: a 1M .sdb is ~10 GB, not ~30), under
 a unique name. Layout under the work folder, nested so the big corpus contains the small ones:
   pool/            the clips (w<n>.wav) and pool.csv (file, transcript)
   wavs/<k>/        s<i>.wav: hard links to pool clips (1M names cost inodes, not audio bytes)
@@ -21,18 +21,14 @@ import argparse
 import csv
 import os
 import random
-import sys
 import wave
 
 import numpy as np
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(BIN)
-sys.path.insert(0, BIN)
-sys.path.insert(0, os.path.join(ROOT, 'training'))
-import make_speech_corpus  # noqa: E402
-from deepspeech_training.data import convert, sdb  # noqa: E402
-from deepspeech_training.util.atomic import atomic_write  # noqa: E402
+from benchmarks import make_speech_corpus
+from deepspeech_training.data import convert, sdb
+from deepspeech_training.data.samples import CSV_COLUMNS
+from deepspeech_training.util.atomic import atomic_write
 
 SPEEDS = (200, 260)             # words per minute: fast speech keeps a clip short
 KEEP_S = 0.03                   # silence kept each side of the trimmed word
@@ -92,7 +88,7 @@ def write_csv(path, work_dir, pool, count):
     sizes = [os.path.getsize(p) for p, _ in pool]
     with atomic_write(path, 'w', newline='') as out:
         writer = csv.writer(out)
-        writer.writerow(['wav_filename', 'wav_filesize', 'transcript'])
+        writer.writerow(CSV_COLUMNS)
         for number in range(count):
             clip = number % len(pool)
             link = link_path(work_dir, number)

@@ -2,9 +2,9 @@
 """Time the validation pass (data/validation.py) per 1,000 samples: soundfile.info against the RIFF walk of
 data/headers.py, serial vs thread pools vs a process pool, and the whole pass without and with the header cache.
 
-    python bin/benchmark_validation.py /tmp/vcorpus/train.csv /tmp/vcorpus/dev.csv /tmp/vcorpus/test.csv
+    python -m benchmarks.validation /tmp/vcorpus/train.csv /tmp/vcorpus/dev.csv /tmp/vcorpus/test.csv
 
-(make a corpus with: python bin/make_speech_corpus.py --out_dir /tmp/vcorpus --count 1000). Each
+(make a corpus with: python -m benchmarks.make_speech_corpus --out_dir /tmp/vcorpus --count 1000). Each
 configuration runs --repeats times on a warm page cache, and once more "cold": the files' pages are
 evicted first with posix_fadvise(DONTNEED), which is closer to a first pass over a large or remote corpus.
 Prints a table: configuration, ms per 1,000 samples (warm best-of, cold), ratio to the first row; the last
@@ -13,7 +13,6 @@ header cache and with one filled by the pass before (a second run of the same co
 """
 import argparse
 import os
-import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -21,14 +20,12 @@ from types import SimpleNamespace
 
 import soundfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'training'))
-
-from deepspeech_training.distributed import Single  # noqa: E402
-from deepspeech_training.data import headers, validation  # noqa: E402
-from deepspeech_training.util import logging  # noqa: E402
-from deepspeech_training.data.samples import read_sources  # noqa: E402
-from deepspeech_training.util.text import load_alphabet  # noqa: E402
+from benchmarks.common import ALPHABET
+from deepspeech_training.distributed import Single
+from deepspeech_training.data import headers, validation
+from deepspeech_training.util import logging
+from deepspeech_training.data.samples import read_sources
+from deepspeech_training.util.text import load_alphabet
 
 
 def evict(paths):
@@ -56,7 +53,7 @@ def process_pool(paths, workers):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('csv', nargs='+')
-    parser.add_argument('--alphabet', default=os.path.join(ROOT, 'data', 'alphabet.txt'))
+    parser.add_argument('--alphabet', default=ALPHABET)
     parser.add_argument('--repeats', type=int, default=5)
     args = parser.parse_args()
     logging.configure(show_progressbar=False)

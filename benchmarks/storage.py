@@ -3,7 +3,7 @@
 then over sshfs at each added round-trip latency the same corpus as WAV files (CSV), as .sdb (WAV
 and Opus inside) and as one tar shard, each with 1 and 2 ranks.
 
-    python bin/benchmark_storage.py            # as root: it makes network namespaces and a FUSE mount
+    python -m benchmarks.storage            # as root: it makes network namespaces and a FUSE mount
 
 The networked filesystem is real: sshd on the network-namespace host hostB serves the corpus folder,
 sshfs mounts it here with its ssh client on hostA, so every read crosses the veth link, through
@@ -17,7 +17,7 @@ Per configuration:
     slowest rank;
     "of train epoch": that against the training run's epoch (s/step x steps), which it runs ahead of;
   * s/step: a real training run (DeepSpeech.py, horovodrun for 2 ranks), measured as
-    bin/benchmark_training.py measures it (step_loss event times, warm-up steps left out), and its
+    benchmarks/training.py measures it (step_loss event times, warm-up steps left out), and its
     ratio to local WAV files with as many ranks, run again at the start of each latency's block (the
     machine may be shared: a baseline minutes away from what it is compared with), the median over
     --repeats; 1st step s: launch to the first step (records, audio check, graph).
@@ -33,11 +33,8 @@ import sys
 import tempfile
 import time
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BIN)
-sys.path.insert(0, os.path.join(os.path.dirname(BIN), 'tests', 'helpers'))   # the namespace hosts and sshfs
-import benchmark_training  # noqa: E402 (also puts training/ on the path)
-from benchmark_training import ROOT, fmt  # noqa: E402
+from benchmarks import training as benchmark_training
+from benchmarks.common import ROOT, fmt, table
 
 FORMATS = {'wav': 'train.csv', 'sdb-wav': 'train-wav.sdb', 'sdb-opus': 'train-opus.sdb', 'tar': 'train.tar'}
 CONVERT = {'sdb-wav': ['--audio_type', 'wav'], 'sdb-opus': ['--audio_type', 'opus'], 'tar': []}
@@ -53,14 +50,14 @@ def convert_corpus(corpus_dir, formats):
     for name in formats:
         target = os.path.join(corpus_dir, FORMATS[name])
         if name in CONVERT and not os.path.exists(target):
-            subprocess.run([sys.executable, os.path.join(BIN, 'data_set_tool.py')] + CONVERT[name] +
+            subprocess.run([sys.executable, os.path.join(ROOT, 'bin', 'data_set_tool.py')] + CONVERT[name] +
                            [os.path.join(corpus_dir, 'train.csv'), target], check=True, stdout=subprocess.DEVNULL)
 
 
 def input_pass(source, size, rank, batch_size):
     """Seconds this rank's input pipeline takes over one epoch of its batches of `source`, and the batches."""
     import tensorflow.compat.v1 as tfv1
-    from benchmark_pipeline import fetch_all, trainer_settings
+    from benchmarks.pipeline import fetch_all, trainer_settings
     from deepspeech_training import distributed
     from deepspeech_training.data.batching import train_batches
     from deepspeech_training.data.samples import read_sources
@@ -83,7 +80,7 @@ def input_pass(source, size, rank, batch_size):
 
 def timed_input(source, size, batch_size, timeout):
     """input_pass() of every rank, as concurrent processes; the slowest rank's seconds."""
-    processes = [subprocess.Popen([sys.executable, os.path.abspath(__file__), '--input_pass', source, '--size', str(size),
+    processes = [subprocess.Popen([sys.executable, '-m', 'benchmarks.storage', '--input_pass', source, '--size', str(size),
                                    '--rank', str(rank), '--batch_size', str(batch_size)], cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
@@ -169,7 +166,7 @@ def main(argv=None):
         seconds, batches = input_pass(args.input_pass, args.size, args.rank, args.batch_size)
         print(json.dumps(dict(seconds=seconds, batches=batches)))
         return 0
-    import netns_sshfs
+    from tests.helpers import netns_sshfs
     formats = [f.strip() for f in args.formats.split(',') if f.strip()]
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -226,7 +223,7 @@ def main(argv=None):
             result['repeats_' + key] = values
         results.append(result)
     load_after = os.getloadavg()
-    text = benchmark_training.table(results, COLUMNS)
+    text = table(results, COLUMNS)
     summary = target_summary(results, max(rtts)) if rtts else ''
     report = dict(machine=dict(cpus=os.cpu_count(), load_average_before=load_before, load_average_after=load_after),
                   corpus=dict(dir=corpus_dir, train_utterances=len(records), mb=sizes_mb),

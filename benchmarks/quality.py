@@ -2,13 +2,15 @@
 """Model quality of several configurations over several seeds, side by side in one run: greedy, beam and
 beam + scorer, on one process or N Horovod ranks, the best-dev checkpoint and the mean of the last K.
 
-    python bin/benchmark_quality.py --configs "np1=;np2@2=--train_batch_size 8" --seeds 4 --scorer --average 5
+    python -m benchmarks.quality --configs "name=np1;name=np2,np=2,b=8" --seeds 4 --scorer --average 5
 
-Generates (or reuses) a corpus with bin/make_speech_corpus.py (test sentences are never train
+Generates (or reuses) a corpus with benchmarks/make_speech_corpus.py (test sentences are never train
 sentences), then trains and tests every configuration once per seed with `DeepSpeech.py` (`--random_seed`
 is the seed), round robin so a change in the machine's load hits every configuration alike. A
-configuration is `label=flags` or `label@N=flags`: the flags (space-separated, e.g. a `--flagfile`) go after
---base_flags; `@N` trains it on N ranks (`horovodrun -np N -H localhost:N ... --horovod`; without it, --np).
+configuration is comma-separated key=value pairs (benchmarks/common.py, as benchmarks.training's): name (its
+label), np (ranks: `horovodrun -np N -H localhost:N ... --horovod`; without it, --np), upper-case keys
+are environment variables, the others flags (h, b, lstm, amp short for some; e.g. flagfile=PATH), which go
+after --base_flags.
 Under Horovod the trainer multiplies --learning_rate by N (doc/HOROVOD.rst): divide it by N in the flags to
 keep the one-process rate.
 
@@ -37,12 +39,10 @@ import subprocess
 import sys
 import time
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BIN)
-from benchmark_training import ROOT, localhost_launch  # noqa: E402
+from benchmarks.common import (ALPHABET, ROOT, deepspeech_command, environment, flags, fmt, folder, label,
+                               parse_configs)
 
 BASE_FLAGS = '--n_hidden 256 --train_batch_size 16 --dev_batch_size 16 --test_batch_size 16 --epochs 30'
-ALPHABET = os.path.join(ROOT, 'data', 'alphabet.txt')
 TEST_LINE = re.compile(r'Test on .* - WER: ([\d.]+), CER: ([\d.]+), loss: ([\d.]+)')
 DEV_LINE = re.compile(r'Finished validating epoch (\d+) on .* - loss: ([\d.]+)')
 STEP_LINE = re.compile(r'Finished training epoch (\d+) .* ([\d.]+) s/step')
@@ -54,23 +54,10 @@ LM_FLAGS = ['--top_k', '500000', '--arpa_order', '3', '--max_arpa_memory', '64M'
             '--discount_fallback']
 
 
-def parse_configs(text, ranks=1):
-    """'a=--x 1;b@2=' -> [('a', 1, ['--x', '1']), ('b', 2, [])]: label, ranks (`ranks` unless @N), flags."""
-    configs = []
-    for item in filter(None, (part.strip() for part in text.split(';'))):
-        name, _, flags = item.partition('=')
-        label, _, count = name.partition('@')
-        configs.append((label.strip(), int(count) if count.strip() else ranks, shlex.split(flags)))
-    labels = [label for label, _, _ in configs]
-    if len(set(labels)) != len(labels):
-        raise SystemExit('configuration labels must differ: {}'.format(', '.join(labels)))
-    return configs
-
-
 def make_corpus(corpus_dir, utterances):
     if not os.path.exists(os.path.join(corpus_dir, 'test.csv')):
-        subprocess.run([sys.executable, os.path.join(BIN, 'make_speech_corpus.py'), '--out_dir', corpus_dir,
-                        '--count', str(utterances)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, '-m', 'benchmarks.make_speech_corpus', '--out_dir', corpus_dir,
+                        '--count', str(utterances)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return {name: os.path.join(corpus_dir, name + '.csv') for name in ('train', 'dev', 'test')}
 
 
@@ -84,7 +71,7 @@ def make_scorer(corpus_dir):
         for name, command in (('generate_lm', [os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt',
                                                os.path.join(corpus_dir, 'train_sentences.txt'), '--output_dir',
                                                lm_dir] + LM_FLAGS),
-                              ('generate_scorer_package', [os.path.join(BIN, 'generate_scorer_package.py'),
+                              ('generate_scorer_package', [os.path.join(ROOT, 'bin', 'generate_scorer_package.py'),
                                                            '--alphabet', ALPHABET, '--lm',
                                                            os.path.join(lm_dir, 'lm.binary'), '--vocab',
                                                            os.path.join(lm_dir, 'vocab-500000.txt'), '--package',
@@ -95,10 +82,12 @@ def make_scorer(corpus_dir):
     return scorer
 
 
-def run_logged(command, log_path):
-    """Run `command`, its output into `log_path`; (exit code, output, seconds)."""
+def run_logged(command, log_path, env=None):
+    """Run `command` in the checkout (with `env` added to the environment), its output into `log_path`;
+    (exit code, output, seconds)."""
     started = time.time()
-    process = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    process = subprocess.run(command, cwd=ROOT, env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, universal_newlines=True)
     with open(log_path, 'w') as out:
         out.write(process.stdout)
     return process.returncode, process.stdout, time.time() - started
@@ -153,38 +142,37 @@ class Tester:
 def averaged(checkpoint_dir, run_dir, count):
     """The folder of the mean of the run's last `count` train checkpoints, None if it could not be made."""
     out_dir = os.path.join(run_dir, 'averaged')
-    command = [sys.executable, os.path.join(BIN, 'average_checkpoints.py'), '--checkpoint_dir', checkpoint_dir,
+    command = [sys.executable, os.path.join(ROOT, 'bin', 'average_checkpoints.py'), '--checkpoint_dir', checkpoint_dir,
                '--last', str(count), '--out_dir', out_dir]
     return out_dir if run_logged(command, os.path.join(run_dir, 'average.txt'))[0] == 0 else None
 
 
-def run_once(label, ranks, flags, seed, csvs, args):
+def run_once(config, seed, csvs, args):
     """Train and test one configuration with one seed; its measures (kept in the run's result.json, which a
     later run with --resume reuses, so more seeds can be added to a finished benchmark)."""
-    run_dir = os.path.join(args.out_dir, 'runs', '{}-seed{}'.format(label, seed))
+    name, ranks = label(config), int(config['np'])
+    run_dir = os.path.join(args.out_dir, 'runs', '{}-seed{}'.format(folder(config), seed))
     result_path = os.path.join(run_dir, 'result.json')
     checkpoint_dir = os.path.join(run_dir, 'checkpoints')
-    model_flags = shlex.split(args.base_flags) + flags
+    model_flags = shlex.split(args.base_flags) + flags(config)
     keep = ['--max_to_keep', str(args.average)] if args.average > 5 else []    # DeepSpeech keeps 5
     train_flags = (['--train_files', csvs['train'], '--dev_files', csvs['dev'], '--test_files', csvs['test'],
                     '--random_seed', str(seed), '--checkpoint_dir', checkpoint_dir, '--summary_dir',
                     os.path.join(run_dir, 'summaries'), '--noshow_progressbar', '--load_train', 'init']
                    + keep + model_flags + ['--beam_width', '1'])
     # the run's identity for --resume: not the interpreter or the checkout's path
-    identity = dict(np=ranks, train=train_flags, beam_width=args.beam_width, average=args.average,
-                    lm_trials=args.lm_trials if args.scorer_path else None)
+    identity = dict(np=ranks, train=train_flags, env=environment(config), beam_width=args.beam_width,
+                    average=args.average, lm_trials=args.lm_trials if args.scorer_path else None)
     if args.resume and os.path.exists(result_path):
         with open(result_path) as previous:
             result = json.load(previous)
         if result.get('identity') == identity:
-            return dict(result, label=label, reused=True)
+            return dict(result, label=name, reused=True)
     os.makedirs(run_dir, exist_ok=True)
-    command = [sys.executable, os.path.join(ROOT, 'DeepSpeech.py')] + train_flags
-    if ranks > 1:
-        command = localhost_launch(ranks, command[:2] + ['--horovod'] + command[2:])
-    exit_code, output, seconds = run_logged(command, os.path.join(run_dir, 'output.txt'))
+    exit_code, output, seconds = run_logged(deepspeech_command(train_flags, ranks), os.path.join(run_dir, 'output.txt'),
+                                            environment(config))
     dev = [(int(e), float(loss)) for e, loss in DEV_LINE.findall(output)]
-    result = dict(label=label, np=ranks, seed=seed, exit_code=exit_code, wall_s=seconds,
+    result = dict(label=name, np=ranks, seed=seed, exit_code=exit_code, wall_s=seconds,
                   dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(output)),
                   load_average=os.getloadavg()[0], identity=identity, single=dict(greedy=measured(output)))
     if exit_code == 0:
@@ -204,7 +192,7 @@ def run_once(label, ranks, flags, seed, csvs, args):
     return result
 
 
-def summary(label, ranks, runs, checkpoint, average):
+def summary(name, ranks, runs, checkpoint, average):
     """Mean and sd over `runs` of each decoding's WER and CER of `checkpoint` ('single': best dev,
     'averaged': the mean of the last `average`, 'ema': the weight average of --ema_decay)."""
     def spread(values):
@@ -219,16 +207,12 @@ def summary(label, ranks, runs, checkpoint, average):
             measures[decoding + '_' + metric], measures[decoding + '_' + metric + '_sd'] = spread(values)
     last_dev = [r['dev_losses'][-1] for r in runs if r['dev_losses']]
     wers = [r.get(checkpoint, {}).get('greedy', {}).get('wer') for r in runs]
-    names = dict(single=label, averaged='{} avg{}'.format(label, average), ema=label + ' ema')
+    names = dict(single=name, averaged='{} avg{}'.format(name, average), ema=name + ' ema')
     return dict(measures, label=names[checkpoint], np=ranks,
                 checkpoint=checkpoint, runs=len(runs), failed=wers.count(None),
                 wall_s=spread([r['wall_s'] for r in runs])[0] if checkpoint == 'single' else None,
                 last_dev_loss=statistics.mean(last_dev) if last_dev and checkpoint == 'single' else None,
                 wers=wers)
-
-
-def fmt(value, spec):
-    return '-' if value is None else spec.format(value)
 
 
 def wers(measures):
@@ -257,9 +241,9 @@ def plot(runs, path):
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     figure, axes = plt.subplots(figsize=(7, 4.5))
-    for label in dict.fromkeys(r['label'] for r in runs):
-        mine = [r for r in runs if r['label'] == label and r['single']['greedy']['wer'] is not None]
-        axes.scatter([r['wall_s'] for r in mine], [r['single']['greedy']['wer'] for r in mine], label=label)
+    for name in dict.fromkeys(r['label'] for r in runs):
+        mine = [r for r in runs if r['label'] == name and r['single']['greedy']['wer'] is not None]
+        axes.scatter([r['wall_s'] for r in mine], [r['single']['greedy']['wer'] for r in mine], label=name)
     axes.set_xlabel('training + test wall time (s)')
     axes.set_ylabel('test WER (greedy)')
     axes.legend()
@@ -269,7 +253,7 @@ def plot(runs, path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--configs', default='default=', help='";"-separated label[@N]=flags (see above)')
+    parser.add_argument('--configs', default='name=default', help='";"-separated configurations (see above)')
     parser.add_argument('--np', type=int, default=1, help='ranks of the configurations without @N')
     parser.add_argument('--seeds', type=int, default=3, help='runs per configuration, seeds 1..N')
     parser.add_argument('--utterances', type=int, default=300, help='corpus size (about 80%% go to train.csv)')
@@ -286,25 +270,29 @@ def main(argv=None):
     parser.add_argument('--resume', action='store_true',
                         help='reuse the finished runs in --out_dir that had the same command; run only the missing ones')
     args = parser.parse_args(argv)
-    configs = parse_configs(args.configs, args.np)
+    try:
+        configs = parse_configs(args.configs, args.np)
+    except ValueError as error:
+        parser.error(str(error))
     os.makedirs(args.out_dir, exist_ok=True)
     csvs = make_corpus(args.corpus_dir, args.utterances)
     args.scorer_path = make_scorer(args.corpus_dir) if args.scorer else None
     runs = []
     for seed in range(1, args.seeds + 1):
-        for label, ranks, flags in configs:
-            runs.append(run_once(label, ranks, flags, seed, csvs, args))
+        for config in configs:
+            runs.append(run_once(config, seed, csvs, args))
             run = runs[-1]
             print('{} seed {}: WER {}{}{} in {:.0f} s (exit {}{})'.format(
-                label, seed, wers(run['single']), '; mean of the last {}: {}'.format(args.average, wers(
+                run['label'], seed, wers(run['single']), '; mean of the last {}: {}'.format(args.average, wers(
                     run.get('averaged', {}))) if args.average else '',
                 '; weight average: ' + wers(run['ema']) if 'ema' in run else '', run['wall_s'], run['exit_code'],
                 ', reused' if run.get('reused') else ''), flush=True)
     summaries = []
-    for label, ranks, _ in configs:
-        mine = [r for r in runs if r['label'] == label]
+    for config in configs:
+        mine = [r for r in runs if r['label'] == label(config)]
         checkpoints = ['single'] + ['averaged'] * bool(args.average) + ['ema'] * any('ema' in r for r in mine)
-        summaries += [summary(label, ranks, mine, checkpoint, args.average) for checkpoint in checkpoints]
+        summaries += [summary(label(config), int(config['np']), mine, checkpoint, args.average)
+                      for checkpoint in checkpoints]
     text = table(summaries)
     with open(os.path.join(args.out_dir, 'quality.txt'), 'w') as out:
         out.write(text + '\n')

@@ -2,10 +2,10 @@
 """Is the input pipeline the bottleneck? Training step time with the real tf.data pipeline against the
 same batches precomputed into memory, in one process, epochs alternating.
 
-    python bin/benchmark_pipeline.py --configs "h=100,b=8;h=2048,b=8"
+    python -m benchmarks.pipeline --configs "h=100,b=8;h=2048,b=8"
 
-A configuration is comma-separated key=value pairs: h (--n_hidden), b (--train_batch_size); any other
-key is passed on as --key=value (e.g. lstm_impl=fused; feature_cache=PATH: the real pipeline reads the
+A configuration is comma-separated key=value pairs (benchmarks/common.py): h (--n_hidden), b
+(--train_batch_size), name (its label); any other key is passed on as --key=value (e.g. lstm_impl=fused; feature_cache=PATH: the real pipeline reads the
 features from the trainer's --feature_cache, filled by the first pass over the set). For each one the
 trainer's own graph pieces are built once: graph.build_input with two sets behind its one
 reinitialisable iterator, the real pipeline (feeding.create_dataset: read audio, MFCCs, padded batch,
@@ -28,12 +28,10 @@ import statistics
 import sys
 import time
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BIN)
-from benchmark_training import ROOT, fmt, label, make_corpus, parse_configs  # noqa: E402 (also puts training/ on the path)
+from benchmarks.common import ALPHABET, flags, label, parse_configs, table
+from benchmarks.training import make_corpus
 
 DEFAULT_CONFIGS = 'h=100,b=8;h=2048,b=8'
-KEYS = {'h': 'n_hidden', 'b': 'train_batch_size'}
 
 
 class CachedBatches:
@@ -67,8 +65,7 @@ def spread_records(records, count):
 def trainer_settings(config):
     """The trainer's Settings of one configuration (its keys as flags, the rest at their defaults)."""
     from deepspeech_training.config import settings_from_args
-    return settings_from_args(['--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'), '--noshow_progressbar']
-                              + ['--{}={}'.format(KEYS.get(k, k), v) for k, v in config.items()])
+    return settings_from_args(['--alphabet_config_path', ALPHABET, '--noshow_progressbar'] + flags(config))
 
 
 def build_graph(settings, records, cache):
@@ -164,15 +161,6 @@ COLUMNS = [('configuration', 'label', '{}'), ('steps', 'steps_per_epoch', '{:d}'
            ('epoch ratio', 'epoch_ratio', '{:.3f}')]
 
 
-def table(results):
-    rows = [[name for name, _, _ in COLUMNS]] + [[fmt(r[key], spec) for _, key, spec in COLUMNS] for r in results]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    lines = ['  '.join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-             for row in rows]
-    lines.insert(1, '-' * len(lines[0]))
-    return '\n'.join(lines)
-
-
 def main(argv=None):
     import tempfile
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -202,7 +190,7 @@ def main(argv=None):
     logging.configure(show_progressbar=False)
     started = time.time()
     train_csv = make_corpus(args.corpus_dir, args.utterances)
-    records = spread_records(read_sources([train_csv], load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt'))),
+    records = spread_records(read_sources([train_csv], load_alphabet(ALPHABET)),
                              args.samples)
     print('{} of the corpus\'s train utterances, {} cores'.format(len(records), os.cpu_count()), flush=True)
     results = []
@@ -212,7 +200,7 @@ def main(argv=None):
         print('{}: real {:.4f} s/step, cached {:.4f} s/step, ratio {:.3f}'.format(
             results[-1]['label'], results[-1]['real_s_per_step'], results[-1]['cached_s_per_step'],
             results[-1]['ratio']), flush=True)
-    text = table(results)
+    text = table(results, COLUMNS)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, 'pipeline.txt'), 'w') as out:
         out.write(text + '\n')

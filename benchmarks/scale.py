@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """How start-up time, memory and per-epoch overhead grow with the corpus (issue 31, "a million
-utterances"): 10k, 100k and 1M samples as a CSV of WAV files, one .sdb and tar shards (bin/scale_corpus.py
+utterances"): 10k, 100k and 1M samples as a CSV of WAV files, one .sdb and tar shards (benchmarks/scale_corpus.py
 makes them once under --work_dir and reuses them), read from the local disk, over sshfs with added
 latency, or over HTTP, by 1, 2, 4 or 8 ranks.
 
-    python bin/benchmark_scale.py                               # default: local, np 1 and 2, all sizes
-    python bin/benchmark_scale.py --sizes 10000,100000 --storages local,http --np 1
+    python -m benchmarks.scale                               # default: local, np 1 and 2, all sizes
+    python -m benchmarks.scale --sizes 10000,100000 --storages local,http --np 1
 
 Every run is start-up only: `DeepSpeech.py` (a tiny model: --n_hidden 16, batch 8, one epoch, a tiny dev
 CSV, checkpoints in a temporary folder; np > 1 under `horovodrun --gloo -np N -H localhost:N`) with
@@ -48,14 +48,9 @@ import sys
 import threading
 import time
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BIN)
-sys.path.insert(0, os.path.join(os.path.dirname(BIN), 'tests', 'helpers'))   # the namespace hosts and sshfs
-import benchmark_training  # noqa: E402 (also puts training/ on the path)
-import scale_corpus  # noqa: E402
-from benchmark_network import gloo_localhost_launch  # noqa: E402
-from benchmark_training import ROOT, fmt  # noqa: E402
-from deepspeech_training.util import startup  # noqa: E402
+from benchmarks import scale_corpus
+from benchmarks.common import ALPHABET, ROOT, deepspeech_command, fmt, gloo_localhost_launch, table
+from deepspeech_training.util import startup
 
 STORAGES = ('local', 'sshfs', 'http')
 STARTS = ('first', 'second')
@@ -155,7 +150,7 @@ class Storages:
                 yield server.url, server
         else:
             if self.sshd is None:
-                import netns_sshfs
+                from tests.helpers import netns_sshfs
                 self.sshd = self.stack.enter_context(netns_sshfs.ssh_server(os.path.join(self.out_dir, 'sshd')))
             with self.sshd.mount(self.work_dir, os.path.join(self.out_dir, 'mnt'), self.rtt_ms) as mountpoint:
                 yield mountpoint, None
@@ -164,14 +159,13 @@ class Storages:
 def run_command(size, train_files, dev_csv, run_dir, cache_dir, args):
     """DeepSpeech.py with a tiny model on `train_files`, checkpoints and summaries in `run_dir`, what the input
     check learns in `cache_dir` (--data_cache_dir)."""
-    command = [sys.executable, os.path.join(ROOT, 'DeepSpeech.py'), '--train_files', ','.join(train_files),
-               '--dev_files', dev_csv, '--n_hidden', str(args.n_hidden), '--train_batch_size', str(args.batch_size),
-               '--dev_batch_size', str(args.batch_size), '--epochs', '1', '--load_train', 'init',
-               '--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'), '--noshow_progressbar',
-               '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'),
-               '--summary_dir', os.path.join(run_dir, 'summaries'), '--data_cache_dir', cache_dir]
+    flags = ['--train_files', ','.join(train_files), '--dev_files', dev_csv, '--n_hidden', str(args.n_hidden),
+             '--train_batch_size', str(args.batch_size), '--dev_batch_size', str(args.batch_size), '--epochs', '1',
+             '--load_train', 'init', '--alphabet_config_path', ALPHABET, '--noshow_progressbar',
+             '--checkpoint_dir', os.path.join(run_dir, 'checkpoints'),
+             '--summary_dir', os.path.join(run_dir, 'summaries'), '--data_cache_dir', cache_dir]
     # Gloo (the launcher this project uses): under mpirun, a rank's exit at its first step is an improper end
-    return gloo_localhost_launch(size, command + ['--horovod']) if size > 1 else command
+    return deepspeech_command(flags, size, gloo_localhost_launch)
 
 
 def launch(command, run_dir, timeout):
@@ -244,7 +238,7 @@ def plan_pass(source, repeats):
     """In process: the trainer's per-epoch planning (data.plans.train_set's and eval_set's plan functions, as
     the Trainer builds them) over the records of `source`; median seconds of `repeats` epochs each."""
     import tensorflow.compat.v1 as tfv1
-    from benchmark_pipeline import trainer_settings
+    from benchmarks.pipeline import trainer_settings
     from deepspeech_training import distributed
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.flags import create_flags
@@ -269,7 +263,7 @@ def timed_plans(n, args):
     """plan_pass() of the corpus of `n` samples in a process of its own (its records' memory goes with it)."""
     source = ','.join(os.path.join(args.work_dir, f)
                       for f in scale_corpus.train_files(args.work_dir, args.plan_source, n, args.shard_size))
-    output = subprocess.run([sys.executable, os.path.abspath(__file__), '--plan_pass', source], cwd=ROOT,
+    output = subprocess.run([sys.executable, '-m', 'benchmarks.scale', '--plan_pass', source], cwd=ROOT,
                             check=True, stdout=subprocess.PIPE, universal_newlines=True, timeout=args.timeout,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')).stdout
     result = json.loads(output.splitlines()[-1])
@@ -312,7 +306,7 @@ def growth(rows, measures):
 def growth_table(fits, measures):
     """The k of each configuration and measure, as a table like the results'."""
     rows = [dict(label=label, **{key: k for key, k in ks.items()}) for label, ks in fits.items()]
-    return benchmark_training.table([dict(r, exit_code=0) for r in rows],
+    return table([dict(r, exit_code=0) for r in rows],
                                     [('growth k (measure ~ n^k)', 'label', '{}')]
                                     + [(name, key, '{:.2f}') for key, name in measures])
 
@@ -379,7 +373,7 @@ def write_report(args, rows, plans, disk, loads, started):
               '{:.0f} s in all'.format(args.n_hidden, args.batch_size, os.cpu_count(), '; '.join(
                   '{}: {}'.format(n, ', '.join('{} {:.1f}'.format(s, b / 1e6) for s, b in d.items()))
                   for n, d in disk.items()), fmt(list(loads[0])), fmt(list(loads[1])), time.time() - started))
-    text = '\n'.join([benchmark_training.table(rows, COLUMNS), '', growth_table(fits, GROWTH), '']
+    text = '\n'.join([table(rows, COLUMNS), '', growth_table(fits, GROWTH), '']
                      + planning_lines(plans, plan_fit, args.plan_source) + [footer])
     report = dict(machine=dict(cpus=os.cpu_count(), load_average_before=loads[0], load_average_after=loads[1]),
                   settings={k: v for k, v in vars(args).items() if k != 'plan_pass'},
@@ -399,7 +393,7 @@ def main(argv=None):
         print(json.dumps(plan_pass(args.plan_pass, args.plan_epochs)))
         return 0
     if 'sshfs' in args.storages:
-        import netns_sshfs
+        from tests.helpers import netns_sshfs
         reason = netns_sshfs.unavailable()
         if reason:
             sys.exit('error: the sshfs storage (sshfs between network namespaces): ' + reason)

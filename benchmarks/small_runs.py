@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wall time of whole training runs, the code of several git revisions side by side in one run.
 
-    python bin/benchmark_small_runs.py --revisions HEAD~3,HEAD [--repeats 3] [--breakdown]
+    python -m benchmarks.small_runs --revisions HEAD~3,HEAD [--repeats 3] [--breakdown]
 
 Two jobs, so that a change that helps one and hurts the other shows:
   * overfit: DeepSpeech's CI overfit job (its bin/run-ci-ldc93s1_new.sh): one utterance of ~3 s as
@@ -9,7 +9,7 @@ Two jobs, so that a change that helps one and hurts the other shows:
     the test. Here the utterance is two bundled smoke-test utterances joined (2.8 s, "good morning
     hello world"), the scorer is built from its transcript. Its time goes into what an epoch costs
     besides its one step.
-  * real: a generated corpus (bin/make_speech_corpus.py, --utterances), n_hidden 256, batch 16, two
+  * real: a generated corpus (benchmarks/make_speech_corpus.py, --utterances), n_hidden 256, batch 16, two
     epochs with validation: the time goes into the steps.
 Each revision's code runs from a temporary git worktree (the benchmark's own corpus and scorer are
 shared), the jobs alternate between revisions (the machine may be shared) and the table gives the
@@ -28,7 +28,9 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks.common import ALPHABET, ROOT
+from deepspeech_training.data.samples import CSV_COLUMNS
+
 SMOKE = os.path.join(ROOT, 'data', 'smoke_test')
 OVERFIT_TEXT = 'good morning hello world'
 
@@ -80,20 +82,19 @@ def make_overfit_data(work):
     wav = os.path.join(data, 'utterance.wav')
     run(['sox', os.path.join(SMOKE, 'good_morning.wav'), os.path.join(SMOKE, 'hello_world.wav'), wav])
     with open(os.path.join(data, 'overfit.csv'), 'w') as csv:
-        csv.write('wav_filename,wav_filesize,transcript\nutterance.wav,{},{}\n'.format(os.path.getsize(wav),
-                                                                                    OVERFIT_TEXT))
+        csv.write('{}\nutterance.wav,{},{}\n'.format(','.join(CSV_COLUMNS), os.path.getsize(wav), OVERFIT_TEXT))
     with open(os.path.join(data, 'text.txt'), 'w') as text:
         text.write((OVERFIT_TEXT + '\n') * 10)
     run([sys.executable, os.path.join(ROOT, 'data', 'lm', 'generate_lm.py'), '--input_txt',
          os.path.join(data, 'text.txt'), '--output_dir', data, '--top_k', 500, '--arpa_order', 3, '--max_arpa_memory', '64M', '--discount_fallback'])
     run([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet',
-         os.path.join(ROOT, 'data', 'alphabet.txt'), '--lm', os.path.join(data, 'lm.binary'), '--vocab',
+         ALPHABET, '--lm', os.path.join(data, 'lm.binary'), '--vocab',
          os.path.join(data, 'vocab-500.txt'), '--package', os.path.join(data, 'kenlm.scorer')])
     return data
 
 
 def job_flags(job, data, corpus, out, epochs):
-    common = ['--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'), '--noshow_progressbar',
+    common = ['--alphabet_config_path', ALPHABET, '--noshow_progressbar',
               '--checkpoint_dir', os.path.join(out, 'checkpoints'), '--summary_dir', os.path.join(out, 'summaries')]
     if job == 'overfit':
         csv = os.path.join(data, 'overfit.csv')
@@ -167,7 +168,7 @@ def main():
         data = make_overfit_data(work)
         corpus = os.path.join(work, 'corpus')
         if 'real' in jobs:
-            run([sys.executable, os.path.join(ROOT, 'bin', 'make_speech_corpus.py'), '--out_dir', corpus,
+            run([sys.executable, '-m', 'benchmarks.make_speech_corpus', '--out_dir', corpus,
                  '--count', args.utterances, '--seed', 7])
         seconds = collections.defaultdict(list)
         for repeat in range(args.repeats):

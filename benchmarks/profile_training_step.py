@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where one training step's time goes, float32 against --automatic_mixed_precision, side by side.
 
-    python bin/profile_training_step.py --n_hidden 2048 --batch 8 --frames 180
+    python -m benchmarks.profile_training_step --n_hidden 2048 --batch 8 --frames 180
 
 Builds the trainer's step (train_graph.build_train_graph with the scan LSTM: model, CTC loss, Adam, its
 dropout) on random features of one fixed shape, runs --warmup steps, times --repeats steps, then traces one step
@@ -22,8 +22,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'training'))
+from benchmarks.common import ROOT
 
 CATEGORIES = ['matmul outside loops', 'LSTM loop matmul', 'LSTM loop element-wise',
               'LSTM loop bookkeeping', 'CTC', 'Adam', 'casts', 'other']
@@ -127,8 +126,8 @@ def main():
         args.n_hidden, args.batch, args.frames, args.repeats, args.warmup, os.cpu_count(), os.getloadavg()[0]))
     results = {}
     for mode in ('float32', 'bfloat16'):
-        command = [sys.executable, __file__, '--child', mode] + sys.argv[1:]
-        output = subprocess.run(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'), check=True,
+        command = [sys.executable, '-m', 'benchmarks.profile_training_step', '--child', mode] + sys.argv[1:]
+        output = subprocess.run(command, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'), check=True,
                                 stdout=subprocess.PIPE, universal_newlines=True).stdout
         results[mode] = json.loads(output.splitlines()[-1])
     steps = {mode: statistics.median(r['step_s']) for mode, r in results.items()}

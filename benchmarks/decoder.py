@@ -2,7 +2,7 @@
 """The beam search (training/deepspeech_training/beam_search.py, on flashlight-text) against DeepSpeech 0.9's
 ds_ctcdecoder 0.9.3, side by side in one run, on the same acoustic model outputs:
 
-    python bin/benchmark_decoder.py --ds_python /path/to/py39-env/bin/python
+    python -m benchmarks.decoder --ds_python /path/to/py39-env/bin/python
 
 ds_ctcdecoder 0.9.3 has wheels for Python 3.9 only, so it runs in a child process of a Python that has it
 (--ds_python: `python3.9 -m venv env && env/bin/pip install ds_ctcdecoder==0.9.3 numpy`; without the flag,
@@ -12,11 +12,11 @@ says why.
 
 What it decodes, made once and kept in --out_dir (a later run with the same settings reuses each part;
 --fresh makes them anew):
-  * a corpus of generated speech (bin/make_speech_corpus.py, --utterances, a fifth of the sentences for
+  * a corpus of generated speech (benchmarks/make_speech_corpus.py, --utterances, a fifth of the sentences for
     test; test sentences are never train sentences) in <out_dir>/corpus-<N>/;
   * a model trained on it by `DeepSpeech.py` in one process (--train_flags: the small-corpus recipe at
     n_hidden 256, batch 16, --epochs), in <out_dir>/model/;
-  * a KenLM scorer of the training transcripts (as bin/benchmark_quality.py makes it), in <corpus>/lm/;
+  * a KenLM scorer of the training transcripts (as benchmarks/quality.py makes it), in <corpus>/lm/;
   * the best-dev checkpoint's softmax outputs of every test utterance with its transcript and the greedy
     transcript: <out_dir>/outputs.npz (evaluate.acoustic_outputs on the test graph, as lm_optimizer.py
     keeps them; also the decoding flags' defaults).
@@ -41,10 +41,8 @@ import subprocess
 import sys
 import time
 
-BIN = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BIN)
-from benchmark_quality import ALPHABET, fmt, make_scorer, run_logged  # noqa: E402
-from benchmark_training import ROOT  # noqa: E402
+from benchmarks.common import ALPHABET, ROOT, fmt
+from benchmarks.quality import make_scorer, run_logged
 
 DS_WORKER = '--ds-ctcdecoder-worker'    # argv[1] of the child that decodes with ds_ctcdecoder
 DUMP = '--dump-outputs'                 # argv[1] of the child that writes outputs.npz
@@ -75,11 +73,11 @@ def write_json(path, value):
 
 
 def make_corpus(out_dir, utterances):
-    """<out_dir>/corpus-<N>: the CSVs of bin/make_speech_corpus.py (it reuses the wavs there)."""
+    """<out_dir>/corpus-<N>: the CSVs of benchmarks/make_speech_corpus.py (it reuses the wavs there)."""
     corpus_dir = os.path.join(out_dir, 'corpus-{}'.format(utterances))
     if not os.path.exists(os.path.join(corpus_dir, 'test.csv')):
-        subprocess.run([sys.executable, os.path.join(BIN, 'make_speech_corpus.py'), '--out_dir', corpus_dir,
-                        '--count', str(utterances), '--test_fraction', str(TEST_FRACTION)], check=True,
+        subprocess.run([sys.executable, '-m', 'benchmarks.make_speech_corpus', '--out_dir', corpus_dir,
+                        '--count', str(utterances), '--test_fraction', str(TEST_FRACTION)], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL)
     return corpus_dir
 
@@ -159,7 +157,7 @@ def outputs_file(out_dir, corpus_dir, checkpoint_dir, model_identity, train_flag
     if identity_of(identity_path) == model_identity and os.path.exists(path):
         return path
     log = os.path.join(out_dir, 'outputs.txt')
-    command = [sys.executable, os.path.abspath(__file__), DUMP, path, os.path.join(corpus_dir, 'test.csv'),
+    command = [sys.executable, '-m', 'benchmarks.decoder', DUMP, path, os.path.join(corpus_dir, 'test.csv'),
                checkpoint_dir] + shlex.split(train_flags)
     if run_logged(command, log)[0] != 0:
         raise SystemExit('writing the acoustic model\'s outputs failed: see {}'.format(log))
@@ -202,8 +200,8 @@ class DsDecoder:
 
     def __init__(self, python, outputs_path, scorer_path, alpha, beta, decoding):
         self.decoding = decoding
-        self.process = subprocess.Popen([python, os.path.abspath(__file__), DS_WORKER, outputs_path, ALPHABET,
-                                         scorer_path or '', str(alpha), str(beta)],
+        self.process = subprocess.Popen([python, '-m', 'benchmarks.decoder', DS_WORKER, outputs_path, ALPHABET,
+                                         scorer_path or '', str(alpha), str(beta)], cwd=ROOT,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
         ready = self.process.stdout.readline()
         if not ready:
