@@ -28,8 +28,10 @@ import tempfile
 import wave
 from concurrent.futures import ThreadPoolExecutor
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
+from deepspeech_training.data.samples import CSV_COLUMNS  # noqa: E402
+
 SAMPLE_RATE = 16000
-CSV_HEADER = ['wav_filename', 'wav_filesize', 'transcript']
 INSTALL_HINT = 'apt-get install espeak-ng sox'
 SYNTH_VERSION = 1  # bump when the synthesis command changes, so old wavs are not reused
 
@@ -112,7 +114,7 @@ def write_csv(path, rows):
     folder = os.path.dirname(os.path.abspath(path))
     with open(path, 'w', newline='', encoding='utf-8') as csv_file:
         writer = csv.writer(csv_file, lineterminator='\n')
-        writer.writerow(CSV_HEADER)
+        writer.writerow(CSV_COLUMNS)
         for wav_path, transcript in rows:
             writer.writerow([os.path.relpath(wav_path, folder), os.path.getsize(wav_path), transcript])
 

@@ -32,6 +32,7 @@ sys.path.insert(0, BIN)
 sys.path.insert(0, os.path.join(ROOT, 'training'))
 import make_speech_corpus  # noqa: E402
 from deepspeech_training.data import convert, sdb  # noqa: E402
+from deepspeech_training.data.samples import CSV_COLUMNS  # noqa: E402
 from deepspeech_training.util.atomic import atomic_write  # noqa: E402
 
 SPEEDS = (200, 260)             # words per minute: fast speech keeps a clip short
@@ -92,7 +93,7 @@ def write_csv(path, work_dir, pool, count):
     sizes = [os.path.getsize(p) for p, _ in pool]
     with atomic_write(path, 'w', newline='') as out:
         writer = csv.writer(out)
-        writer.writerow(['wav_filename', 'wav_filesize', 'transcript'])
+        writer.writerow(CSV_COLUMNS)
         for number in range(count):
             clip = number % len(pool)
             link = link_path(work_dir, number)

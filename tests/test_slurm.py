@@ -318,7 +318,7 @@ SRUN_TASK = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '0', 'SLURM_STEP_NUM_TASKS': 
     ({'SLURM_JOB_ID': '7', 'SLURM_PROCID': '0'}, None),      # a batch script's own environment: no launcher
 ])
 def test_the_launcher_is_named_from_the_environment_it_left(env, name):
-    from deepspeech_training.distributed import launcher
+    from deepspeech_training.util.launchers import launcher
     assert launcher(env) == name
 
 

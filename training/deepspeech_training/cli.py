@@ -20,6 +20,7 @@ from .scorer import ScorerError, load_scorer
 from .stopping import Interrupted
 from .trainer import Trainer
 from .util import logging, startup
+from .util.launchers import launcher
 
 
 def read_set(csv_paths, config, limit, reverse, kind, skipped=None):
@@ -93,7 +94,7 @@ def main(_):
         raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
                              '--export_dir to export or --one_shot_infer to transcribe a file')
     settings = settings_from_flags()
-    started_by = distributed.launcher(os.environ)
+    started_by = launcher(os.environ)
     logging.log_every_rank('Rank {} of {} computes on: {}{}'.format(
         dist.rank, dist.size, distributed.devices(dist), '' if started_by is None else ', started by ' + started_by))
     if not settings.model.bytes_output_mode:

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 from . import precision
-from .checkpoints import EPOCH_LOSS, EPOCH_POSITION
+from .checkpoint_names import EPOCH_LOSS, EPOCH_POSITION, LEARNING_RATE
 from .ema import WeightAverage
 from .graph import Forward, build_forward
 
@@ -44,7 +44,7 @@ def checkpoint_variables(learning_rate=0.0, position=True):
     export load the model, not where training stands, and so initialise nothing a DeepSpeech
     checkpoint lacks but its learning rate."""
     global_step = tfv1.train.get_or_create_global_step()
-    rate = tfv1.get_variable('learning_rate', initializer=learning_rate, trainable=False)
+    rate = tfv1.get_variable(LEARNING_RATE, initializer=learning_rate, trainable=False)
     variables = CheckpointVariables(global_step, rate, Setter(rate))
     if position:
         # global_step // batches is another epoch when the number of ranks changes: the position is saved

@@ -11,6 +11,7 @@ from datetime import datetime
 
 import tensorflow.compat.v1 as tfv1
 
+from .checkpoint_names import FLAGS_FILE
 from .checkpoints import Checkpointer, check_space, checkpoint_bytes
 from .data.plans import eval_set, train_set
 from .ema import AverageCheckpoint
@@ -294,5 +295,5 @@ class Trainer:
     def _write_flags(self, flags_text):
         if self.dist.is_chief:
             os.makedirs(self.settings.checkpoints.save_dir, exist_ok=True)
-            with open(os.path.join(self.settings.checkpoints.save_dir, 'flags.txt'), 'w') as out:
+            with open(os.path.join(self.settings.checkpoints.save_dir, FLAGS_FILE), 'w') as out:
                 out.write(flags_text)

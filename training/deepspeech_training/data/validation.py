@@ -25,7 +25,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import tensorflow.compat.v1 as tfv1
 
 from .feeding import frame_count
 from .headers import (EMPTY, MISSING, NOT_AUDIO, UNREADABLE,  # noqa: F401 (kinds)
@@ -184,17 +183,6 @@ def default_workers(dist):
     return min(MAX_WORKERS, 4 * share)
 
 
-def _gather(dist, obj):
-    """Every rank's `obj`, on every rank; a throw-away graph and CPU session carry the allgather."""
-    if dist.size == 1:
-        return [obj]
-    graph = tfv1.Graph()
-    config = tfv1.ConfigProto(device_count={'GPU': 0}, intra_op_parallelism_threads=1,
-                              inter_op_parallelism_threads=1)
-    with graph.as_default(), tfv1.Session(graph=graph, config=config) as session:
-        return dist.gather(session, obj)
-
-
 def audio_keys(records):
     """A 64-bit key of each record's audio (headers.path_key of its file, or of its container plus its offset):
     the same audio in two sets has one key, and every rank computes the same keys."""
@@ -250,7 +238,7 @@ def _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir):
             larger.append((len(larger_ones), (s, int(ours[first]), int(headers[FILE_SIZE, share[first]]))))
     if cache and check.new:
         _update_cache(cache, check.new)
-    found, n_read, cached, larger = zip(*_gather(dist, (found, check.read, check.cached, larger)))
+    found, n_read, cached, larger = zip(*dist.gather_objects((found, check.read, check.cached, larger)))
     found = sorted(p for rank_found in found for p in rank_found)
 
     messages, kinds = _messages(sets, found)

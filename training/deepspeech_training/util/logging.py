@@ -10,17 +10,11 @@ import sys
 import progressbar
 
 from ..ranks import OneProcess, is_chief_rank
+from .launchers import tags_lines
 
 _state = {'dist': OneProcess(), 'show_progressbar': True, 'tagged': False, 'logs_to_stderr': False, 'log_level': 1}
 # --log_level as DeepSpeech 0.9 read it for its own lines too: a line shows when its level is at least this.
 LEVELS = {'I': 1, 'W': 2, 'E': 3}
-
-
-def launcher_tags_lines(env):
-    """True when the launcher prefixes each output line with the rank itself: horovodrun (`[0]<stdout>:`
-    under Gloo; `--tag-output` to mpirun, `[1,0]<stdout>:`), `mpirun --tag-output`, `srun --label`."""
-    return ('HOROVOD_GLOO_RENDEZVOUS_ADDR' in env or env.get('OMPI_MCA_orte_tag_output', '').lower() in ('1', 'true')
-            or env.get('SLURM_LABELIO') == '1')
 
 
 def configure(dist=None, show_progressbar=True, env=None, logs_to_stderr=False, log_level=1):
@@ -28,7 +22,7 @@ def configure(dist=None, show_progressbar=True, env=None, logs_to_stderr=False, 
     too if `logs_to_stderr` (stdout is then the command's result alone); only lines of LEVELS `log_level`
     or above (--log_level: 2 hides the infos, 3 the warnings too, as in DeepSpeech 0.9)."""
     _state.update(dist=dist or OneProcess(), show_progressbar=show_progressbar,
-                  tagged=launcher_tags_lines(os.environ if env is None else env), logs_to_stderr=logs_to_stderr,
+                  tagged=tags_lines(os.environ if env is None else env), logs_to_stderr=logs_to_stderr,
                   log_level=log_level)
 
 
