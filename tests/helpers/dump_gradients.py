@@ -20,7 +20,7 @@ from deepspeech_training.cli import run_script  # noqa: E402
 from deepspeech_training.config import settings_from_flags  # noqa: E402
 from deepspeech_training.data.samples import read_sources  # noqa: E402
 from deepspeech_training.flags import FLAGS  # noqa: E402
-from deepspeech_training.graph import set_steps  # noqa: E402
+from deepspeech_training.step_runner import set_steps  # noqa: E402
 from deepspeech_training.session import create_session  # noqa: E402
 from deepspeech_training.trainer import Trainer  # noqa: E402
 from deepspeech_training.util import logging  # noqa: E402

@@ -17,7 +17,7 @@ from .evaluate import Decoder, test, transcribe
 from .export import export
 from .flags import FLAGS, create_flags, list_in_short_help, split_files
 from .scorer import ScorerError, load_scorer
-from .stopping import Interrupted
+from .signals import Interrupted
 from .trainer import Trainer
 from .util import logging, startup
 from .util.launchers import launcher

@@ -39,7 +39,7 @@ class WeightAverage:
         self.restart_op = tf.group([average.average(weight).assign(weight) for weight in weights])
 
 
-class AverageCheckpoint:
+class WeightAverageSaver:
     """Writes the average to `<save_dir>/ema/` (rank 0, one checkpoint kept) and brings it back on resume.
     Built after the train graph, so its checkpoint holds every variable a train checkpoint holds."""
 

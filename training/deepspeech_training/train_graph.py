@@ -12,7 +12,7 @@ import tensorflow.compat.v1 as tfv1
 from . import precision
 from .checkpoint_names import EPOCH_LOSS, EPOCH_POSITION, LEARNING_RATE
 from .ema import WeightAverage
-from .graph import Forward, build_forward
+from .forward import Forward, build_forward
 
 
 class Setter:
@@ -104,7 +104,7 @@ class TrainGraph:
 
 
 def build_train_graph(batch, config, training, dist, mixed_precision, steps_per_epoch):
-    """The TrainGraph on `batch` (graph.build_input's) for `config` (the model), `training` (TrainingSettings)
+    """The TrainGraph on `batch` (iterators.build_input's) for `config` (the model), `training` (TrainingSettings)
     and `dist` (the seam); `steps_per_epoch` paces the warm-up."""
     forward = build_forward(batch, config, mixed_precision)
     variables = checkpoint_variables(training.learning_rate)

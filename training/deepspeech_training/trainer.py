@@ -14,10 +14,12 @@ import tensorflow.compat.v1 as tfv1
 from .checkpoint_names import FLAGS_FILE
 from .checkpoints import Checkpointer, check_space, checkpoint_bytes
 from .data.plans import eval_set, train_set
-from .ema import AverageCheckpoint
-from .graph import LossTotals, build_input, run_set, seed_graph, set_steps
+from .ema import WeightAverageSaver
+from .forward import seed_graph
+from .iterators import build_input
 from .session import create_session
-from .stopping import Interrupted, StopRequests
+from .signals import Interrupted, StopRequests
+from .step_runner import LossTotals, run_set, set_steps
 from .summaries import Summaries
 from .training_progress import new_progress, resume
 from .train_graph import build_train_graph
@@ -53,7 +55,7 @@ class Trainer:
         self.epoch_totals = LossTotals()   # this rank's, of the current epoch's batches run by this run
         self.broadcast = dist.broadcast_op()
         self.checkpointer = Checkpointer.from_settings(settings.checkpoints, dist)
-        self.average = (AverageCheckpoint.from_settings(self.step.average, settings.checkpoints, dist)
+        self.average = (WeightAverageSaver.from_settings(self.step.average, settings.checkpoints, dist)
                         if self.step.average else None)
         if dist.is_chief:   # a train and a best_dev checkpoint, and the average's
             check_space(settings.checkpoints.save_dir, (2 + bool(self.average)) * checkpoint_bytes(), 'checkpoints')

@@ -34,8 +34,8 @@ from ..util.logging import Progress, log_info, log_warn
 from .samples import DataError
 
 # Problem kinds, as counted in the --skip_invalid_samples summary (with those of headers.py).
-SAMPLE_RATE = 'wrong sample rate'
-CHANNELS = 'not mono'
+WRONG_RATE = 'wrong sample rate'
+NOT_MONO = 'not mono'
 TOO_LONG = 'transcript too long for the audio'
 SMALLER = 'audio file smaller than its wav_filesize'
 
@@ -93,10 +93,10 @@ def _problem(header, n_labels, needed, config):
     if header.frames == 0:
         return EMPTY, 'the audio file has a header but no samples: re-create it, or remove the row'
     if header.channels != 1:
-        return CHANNELS, ('{} channels, expected mono (convert with: sox in.wav -c 1 out.wav)'
+        return NOT_MONO, ('{} channels, expected mono (convert with: sox in.wav -c 1 out.wav)'
                           .format(header.channels))
     if header.sample_rate != sample_rate and not config.normalize_sample_rate:
-        return SAMPLE_RATE, ('sample rate {} Hz, expected {} Hz (resample it, e.g. sox in.wav -r {} out.wav, or '
+        return WRONG_RATE, ('sample rate {} Hz, expected {} Hz (resample it, e.g. sox in.wav -r {} out.wav, or '
                              'drop --nonormalize_sample_rate to resample while training)'
                              .format(header.sample_rate, sample_rate, sample_rate))
     available = frame_count(samples_at_rate(header.frames, header.sample_rate, sample_rate), config)
