@@ -15,8 +15,9 @@ header cannot tell). A file larger than its wav_filesize is no error (hand-writt
 sizes): one warning counts them, since samples are sorted into batches by wav_filesize.
 
 Under Horovod each rank reads the headers of its slice of the distinct audio (every size-th of their
-sorted 64-bit keys) and caches what it read itself, then the ranks allgather the problems they found, so
-every rank raises the same error, or skips the same samples, before any collective of training starts.
+sorted 64-bit keys) and caches what it read itself, then the ranks allgather the problems they found
+(dist.gather_objects), so every rank raises the same error, or skips the same samples, before any collective
+of training starts.
 """
 import math
 import os
@@ -97,8 +98,8 @@ def _problem(header, n_labels, needed, config):
                           .format(header.channels))
     if header.sample_rate != sample_rate and not config.normalize_sample_rate:
         return WRONG_RATE, ('sample rate {} Hz, expected {} Hz (resample it, e.g. sox in.wav -r {} out.wav, or '
-                             'drop --nonormalize_sample_rate to resample while training)'
-                             .format(header.sample_rate, sample_rate, sample_rate))
+                            'drop --nonormalize_sample_rate to resample while training)'
+                            .format(header.sample_rate, sample_rate, sample_rate))
     available = frame_count(samples_at_rate(header.frames, header.sample_rate, sample_rate), config)
     return TOO_LONG, ('transcript too long for the audio: its {} label(s) need at least {} feature frames '
                       'under CTC, the {:.2f} s of audio give {} (check that the transcript belongs to this '
