@@ -7,11 +7,11 @@ same batches precomputed into memory, in one process, epochs alternating.
 A configuration is comma-separated key=value pairs (benchmarks/common.py): h (--n_hidden), b
 (--train_batch_size), name (its label); any other key is passed on as --key=value (e.g. lstm_impl=fused; feature_cache=PATH: the real pipeline reads the
 features from the trainer's --feature_cache, filled by the first pass over the set). For each one the
-trainer's own graph pieces are built once: graph.build_input with two sets behind its one
+trainer's own graph pieces are built once: iterators.build_input with two sets behind its one
 reinitialisable iterator, the real pipeline (feeding.create_dataset: read audio, MFCCs, padded batch,
 context windows) and the same batches held in memory (fetched once from the real pipeline, fed back by a
 from_generator dataset), then the trainer's step (train_graph.build_train_graph). Every epoch runs
-through graph.run_set, the trainer's loop, over --samples utterances of the benchmark corpus (spread
+through step_runner.run_set, the trainer's loop, over --samples utterances of the benchmark corpus (spread
 over all lengths, sorted by length as the trainer does); epochs alternate real/cached in ABBA order
 (--pairs pairs) after one warm-up epoch, so a change in the load of the (shared) machine hits both alike.
 
@@ -76,7 +76,8 @@ def build_graph(settings, records, cache):
     import tensorflow.compat.v1 as tfv1
     from deepspeech_training import distributed
     from deepspeech_training.data.plans import train_set
-    from deepspeech_training.graph import build_input, seed_graph
+    from deepspeech_training.forward import seed_graph
+    from deepspeech_training.iterators import build_input
     from deepspeech_training.train_graph import build_train_graph
 
     tfv1.reset_default_graph()
@@ -102,9 +103,9 @@ def fetch_all(session, iterator, batch):
 
 
 def timed_epoch(session, iterator, forward, fetches, feed):
-    """One training epoch through graph.set_steps, the trainer's loop; the duration of each step, the
+    """One training epoch through step_runner.set_steps, the trainer's loop; the duration of each step, the
     first included."""
-    from deepspeech_training.graph import set_steps
+    from deepspeech_training.step_runner import set_steps
     times = [time.perf_counter()]
     for _ in set_steps(session, iterator, forward, 0, fetches, feed):
         times.append(time.perf_counter())

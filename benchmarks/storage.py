@@ -63,7 +63,7 @@ def input_pass(source, size, rank, batch_size):
     from deepspeech_training.data.samples import read_sources
     from deepspeech_training.flags import create_flags
     from deepspeech_training.data.plans import InputSet
-    from deepspeech_training.graph import build_input
+    from deepspeech_training.iterators import build_input
     from deepspeech_training.session import create_session
     tfv1.disable_eager_execution()
     create_flags()

@@ -14,12 +14,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'training'))
+from deepspeech_training.checkpoint_names import BEST_DEV, TRAIN  # noqa: E402 (no TensorFlow: --help stays quick)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--checkpoint_dir', required=True, help='the run\'s checkpoint folder')
-    parser.add_argument('--kind', choices=('train', 'best_dev'), default='train',
+    parser.add_argument('--kind', choices=(TRAIN, BEST_DEV), default=TRAIN,
                         help='which checkpoints: train-* (the last --max_to_keep of a run) or best_dev-*')
     parser.add_argument('--last', type=int, required=True, help='how many of the newest to average (K >= 1)')
     parser.add_argument('--out_dir', required=True, help='where the averaged checkpoint goes (not --checkpoint_dir)')

@@ -29,7 +29,8 @@ quiet_tensorflow('2')
 from deepspeech_training.config import settings_from_args  # noqa: E402
 from deepspeech_training.data import container_index, convert, sdb, tar_shards  # noqa: E402
 from deepspeech_training.data.audio import RecordAudio  # noqa: E402
-from deepspeech_training.data.samples import DEFAULT_READ_BUFFER, DataError, read_records  # noqa: E402
+from deepspeech_training.data.byte_ranges import DEFAULT_READ_BUFFER  # noqa: E402
+from deepspeech_training.data.samples import DataError, read_records  # noqa: E402
 from deepspeech_training.data.validation import validate_sets  # noqa: E402
 from deepspeech_training.distributed import Single  # noqa: E402
 from deepspeech_training.flags import parse_size  # noqa: E402

@@ -16,6 +16,9 @@ import sys
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'training'))
+from deepspeech_training.data.samples import CSV_COLUMNS  # noqa: E402
+
 LDC93S1_BASE = 'LDC93S1'
 LDC93S1_BASE_URL = 'https://catalog.ldc.upenn.edu/desc/addenda/'
 TIMEOUT = 60
@@ -64,7 +67,7 @@ def _download_and_preprocess_data(data_dir):
     csv_path = os.path.join(data_dir, 'ldc93s1.csv')
     with open(csv_path, 'w', newline='') as out:
         writer = csv.writer(out, lineterminator='\n')
-        writer.writerow(['wav_filename', 'wav_filesize', 'transcript'])
+        writer.writerow(CSV_COLUMNS)
         writer.writerow([os.path.abspath(local_file), os.path.getsize(local_file), transcript])
     return csv_path
 

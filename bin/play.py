@@ -37,7 +37,8 @@ from deepspeech_training.data import opus, sdb  # noqa: E402
 from deepspeech_training.data.audio import AudioError, RecordAudio  # noqa: E402
 from deepspeech_training.data.augmentations import (AugmentationError, Augmenter, SampleAugmentation,  # noqa: E402
                                                      parse_augmentations, sample_seed)
-from deepspeech_training.data.samples import DEFAULT_READ_BUFFER, DataError, read_records  # noqa: E402
+from deepspeech_training.data.byte_ranges import DEFAULT_READ_BUFFER  # noqa: E402
+from deepspeech_training.data.samples import DataError, read_records  # noqa: E402
 
 PLAYERS = (['aplay', '-q'], ['paplay'], ['play', '-q'], ['ffplay', '-nodisp', '-autoexit', '-loglevel', 'error'])
 NO_DEVICE = 'use --pipe to write the sample instead, e.g. bin/play.py SOURCE --pipe > sample.wav'

@@ -7,7 +7,7 @@ import tensorflow.compat.v1 as tfv1
 from tests.helpers.suite import CSV_HEADER, SMOKE_CSV, run_deepspeech, tiny_model_flags
 from test_features import CONFIG
 from deepspeech_training.data.plans import InputSet
-from deepspeech_training.graph import build_input
+from deepspeech_training.iterators import build_input
 from deepspeech_training.data.augmentations import (AugmentationError, Augmenter, parse_augmentation,
                                                      parse_augmentations, sample_seed)
 from deepspeech_training.data.batching import eval_batches, train_batches

@@ -18,7 +18,7 @@ from deepspeech_training.checkpoints import check_writable
 from deepspeech_training.data.validation import validate_groups
 from deepspeech_training import evaluate
 from deepspeech_training.decoding import Decoder
-from deepspeech_training.stopping import Interrupted
+from deepspeech_training.signals import Interrupted
 from deepspeech_training.trainer import Trainer
 from deepspeech_training.util import logging
 

@@ -137,7 +137,7 @@ def signal_at_step(step, signum, *options):
 def test_a_sigterm_after_the_agreed_stop_does_not_kill_the_exiting_rank():
     """horovodrun forwards a signal to the ranks one by one: a rank that already stopped through the
     agreed stop got its SIGTERM while exiting and died with 143 (1 run in 22 of the horovodrun case below)."""
-    from deepspeech_training.stopping import Interrupted, StopRequests
+    from deepspeech_training.signals import Interrupted, StopRequests
     # as in a process started in the foreground: a suite run as `cmd &` inherits SIGINT ignored
     previous = signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGINT, signal.default_int_handler)
     try:

@@ -281,7 +281,7 @@ def test_a_node_whose_slurmd_dies_fails_the_job_within_a_minute_and_the_requeued
 def test_sigusr1_is_a_stop_request_and_a_second_one_after_the_stop_is_ignored():
     """Slurm's time-limit signal (--signal=USR1@<s>, or forwarded by bin/slurm/train.sbatch) stops training
     as SIGTERM does; after the stop another SIGUSR1 (srun signals every task) must not kill the rank."""
-    from deepspeech_training.stopping import STOP_SIGNALS, Interrupted, StopRequests
+    from deepspeech_training.signals import STOP_SIGNALS, Interrupted, StopRequests
     previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in STOP_SIGNALS}
     try:
         with pytest.raises(Interrupted):
@@ -301,7 +301,7 @@ def test_sigusr1_is_a_stop_request_and_a_second_one_after_the_stop_is_ignored():
                                                      ([0, 0, 0], None)])
 def test_the_exit_code_names_the_first_kind_of_stop_signal_any_rank_got(summed_votes, exit_code):
     """Votes summed over ranks (SIGINT, SIGTERM, SIGUSR1): 128 + the signal, Ctrl-C first."""
-    from deepspeech_training.stopping import StopRequests
+    from deepspeech_training.signals import StopRequests
     assert StopRequests.exit_code(summed_votes) == exit_code
 
 
@@ -317,7 +317,7 @@ SRUN_TASK = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '0', 'SLURM_STEP_NUM_TASKS': 
     ({'SLURM_JOB_ID': '7', 'SLURM_PROCID': '0'}, None),      # a batch script's own environment: no launcher
 ])
 def test_the_launcher_is_named_from_the_environment_it_left(env, name):
-    from deepspeech_training.distributed import launcher
+    from deepspeech_training.util.launchers import launcher
     assert launcher(env) == name
 
 

@@ -17,7 +17,7 @@ from deepspeech_training import distributed
 from deepspeech_training.cli import run_script
 from deepspeech_training.config import settings_from_flags
 from deepspeech_training.data.samples import read_sources
-from deepspeech_training.graph import set_steps
+from deepspeech_training.step_runner import set_steps
 from deepspeech_training.session import create_session
 from deepspeech_training.trainer import Trainer
 from deepspeech_training.util import logging

@@ -11,7 +11,7 @@ wait there has a timeout, and a rank that fails aborts the waits of the others, 
 (one in a collective the others never enter) make the test fail instead of hanging.
 
 What is the product's own and what is stood in: `ThreadedDist` is a `distributed.Horovod` whose wire
-is replaced (sum, gather, broadcast_object, the gradient allreduce, broadcast_op, size); the logic
+is replaced (sum, gather, gather_objects, broadcast_object, the gradient allreduce, broadcast_op, size); the logic
 built on the wire (check_same's guard, the BroadcastState sync of training_state, run) is Horovod's,
 unchanged. Inside session.run the collectives are tf.numpy_function ops; the sessions run them in the
 calling thread (inter_op_parallelism_threads -1), so a rank blocked in one never starves another rank.
@@ -151,6 +151,9 @@ class ThreadedDist(distributed.Horovod):
         result = [pickle.loads(p) for p in self._exchange(pickle.dumps(obj), 'gather')]
         self.calls.append(('gather', obj, result))
         return result
+
+    def gather_objects(self, obj):
+        return self.gather(None, obj)
 
     def broadcast_object(self, session, obj):
         result = pickle.loads(self._exchange(pickle.dumps(obj) if self.rank == 0 else None, 'broadcast_object')[0])

@@ -21,11 +21,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .checkpoints import EPOCH_LOSS, EPOCH_POSITION, name_alone, present
+from .checkpoint_names import BEST_DEV, EPOCH_LOSS, EPOCH_POSITION, GLOBAL_STEP, LEARNING_RATE, TRAIN
+from .checkpoints import name_alone, present
 
-KINDS = ('train', 'best_dev')
+KINDS = (TRAIN, BEST_DEV)
 # Variables that are state of the optimizer or of the loop, not of the model: copied from the newest input.
-NEWEST_STATE = {'global_step', 'learning_rate', 'beta1_power', 'beta2_power', EPOCH_POSITION, EPOCH_LOSS}
+NEWEST_STATE = {GLOBAL_STEP, LEARNING_RATE, 'beta1_power', 'beta2_power', EPOCH_POSITION, EPOCH_LOSS}
 SLOT_SUFFIXES = ('/Adam', '/Adam_1')
 
 
@@ -97,7 +98,7 @@ def write_checkpoint(values, prefix):
             session.run(save, dict(zip(inputs, (values[name] for name in names))))
 
 
-def average_checkpoints(checkpoint_dir, out_dir, count, kind='train'):
+def average_checkpoints(checkpoint_dir, out_dir, count, kind=TRAIN):
     """Average the last `count` `kind` checkpoints of `checkpoint_dir` into `out_dir` (see above); returns
     (the output prefix, the input prefixes)."""
     if os.path.realpath(out_dir) == os.path.realpath(checkpoint_dir):
@@ -106,7 +107,7 @@ def average_checkpoints(checkpoint_dir, out_dir, count, kind='train'):
     paths = last_checkpoints(checkpoint_dir, kind, count)
     values = averaged_variables(paths)
     os.makedirs(out_dir, exist_ok=True)
-    name = 'best_dev-{}'.format(int(values.get('global_step', 0)))
+    name = '{}-{}'.format(BEST_DEV, int(values.get(GLOBAL_STEP, 0)))
     prefix = os.path.join(out_dir, name)
     write_checkpoint(values, prefix)
     name_alone(out_dir, prefix, checkpoint_dir)     # data first, then the state files naming it

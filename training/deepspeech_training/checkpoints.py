@@ -25,16 +25,13 @@ from google.protobuf import text_format
 from tensorflow.python.lib.io import file_io   # the atomic write TensorFlow's own Saver uses for .meta
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 
+from .checkpoint_names import (BEST_DEV, BEST_LOSS_FILE, BEST_STATE, EPOCH_LOSS, EPOCH_POSITION, FLAGS_FILE,
+                               GLOBAL_STEP, LEARNING_RATE, TRAIN, TRAIN_STATE)
 from .model import LAYER_NORM_SCOPE, LAYERS_FROM_OUTPUT, LSTM_SCOPE
 from .session import create_session
 from .util.atomic import atomic_write
 from .util.logging import log_info, log_warn
 
-TRAIN_STATE = 'checkpoint'
-BEST_STATE = 'best_dev_checkpoint'
-BEST_LOSS_FILE = 'best_dev_loss.json'
-EPOCH_POSITION = 'epoch_position'    # the trainer's [epoch, batches done, batches planned]
-EPOCH_LOSS = 'epoch_loss'            # [loss sum, sample count] of the batches done, over all ranks
 # Trained with cuDNN, a checkpoint holds the LSTM's Adam moments as these flat vectors, not per variable.
 CUDNN_OPAQUE_ADAM = ('cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/Adam_1')
 # DeepSpeech 0.9's log lines, word for word, of a checkpoint that loads and of one that is not there.
@@ -188,7 +185,7 @@ def restore(session, path, drop_source_layers=0, keep=(), load_cudnn=False):
     dropped = [v for v in variables if _dropped(v, drop_source_layers)]
     kept = [v for v in variables if not _dropped(v, drop_source_layers)]
     absent = [v for v in kept if v.op.name not in in_checkpoint]
-    allowed = {'learning_rate', EPOCH_POSITION, EPOCH_LOSS} | (CUDNN_MISSING if load_cudnn else set())
+    allowed = {LEARNING_RATE, EPOCH_POSITION, EPOCH_LOSS} | (CUDNN_MISSING if load_cudnn else set())
     missing = [v.op.name for v in absent if v.op.name not in allowed]
     if missing:
         raise _missing_error(path, missing, in_checkpoint)
@@ -240,9 +237,9 @@ def name_alone(directory, path, flags_dir):
     so --load_evaluate best, last and auto all load it, and copy `flags_dir`'s flags.txt beside it."""
     for state_file in (BEST_STATE, TRAIN_STATE):
         point_state_at(directory, path, state_file)
-    flags = os.path.join(flags_dir, 'flags.txt')
+    flags = os.path.join(flags_dir, FLAGS_FILE)
     if os.path.isfile(flags):
-        with open(flags, 'rb') as source, atomic_write(os.path.join(directory, 'flags.txt'), 'wb') as out:
+        with open(flags, 'rb') as source, atomic_write(os.path.join(directory, FLAGS_FILE), 'wb') as out:
             shutil.copyfileobj(source, out)
 
 
@@ -317,7 +314,7 @@ class Checkpointer:
         so an earlier run's are found among the files present); when the state file cannot be read, those
         present (with a warning, once). A newer file the state does not name (a crash before the state
         was written) is not taken."""
-        state_file, kind = (TRAIN_STATE, 'train') if method == 'last' else (BEST_STATE, 'best_dev')
+        state_file, kind = (TRAIN_STATE, TRAIN) if method == 'last' else (BEST_STATE, BEST_DEV)
         names = read_state(directory, state_file)
         if names is None:
             path = os.path.join(directory, state_file)
@@ -404,7 +401,7 @@ class Checkpointer:
             return
         path = self._newest(self.save_dir, 'best')
         try:
-            restore(session, path, keep=('global_step',))
+            restore(session, path, keep=(GLOBAL_STEP,))
         except tf.errors.OpError as error:
             raise CheckpointError('cannot reload best_dev {} on a plateau: {}. Put back a good copy of it, or remove '
                                   'its files and {} (the next validation then saves a new best_dev), and rerun the '
@@ -425,8 +422,8 @@ class Checkpointer:
             return None
         os.makedirs(self.save_dir, exist_ok=True)
         step = session.run(global_step)
-        return self._save_or_stop('train', step, lambda: self._save(
-            self.train_saver, session, os.path.join(self.save_dir, 'train'), step, latest_filename=TRAIN_STATE))
+        return self._save_or_stop(TRAIN, step, lambda: self._save(
+            self.train_saver, session, os.path.join(self.save_dir, TRAIN), step, latest_filename=TRAIN_STATE))
 
     def save_best(self, session, global_step, dev_loss):
         if not self.is_chief:
@@ -434,13 +431,13 @@ class Checkpointer:
         os.makedirs(self.save_dir, exist_ok=True)
         previous = self._newest(self.save_dir, 'best')
         step = session.run(global_step)
-        path = self._save_or_stop('best_dev', step, lambda: self._write_best(session, step, dev_loss))
+        path = self._save_or_stop(BEST_DEV, step, lambda: self._write_best(session, step, dev_loss))
         remove_superseded(previous, path)
         return path
 
     def _write_best(self, session, step, dev_loss):
         # Data files, then the loss record, then the state file: each step is complete before the next.
-        path = self._save(self.best_saver, session, os.path.join(self.save_dir, 'best_dev'), step, write_state=False)
+        path = self._save(self.best_saver, session, os.path.join(self.save_dir, BEST_DEV), step, write_state=False)
         self._write_record(path, dev_loss)
         point_state_at(self.save_dir, path, BEST_STATE)
         return path

@@ -20,9 +20,10 @@ from .export import export
 from .flags import create_flags, list_in_short_help
 from .inputs import log_skipped_transcripts, read_input
 from .scorer import ScorerError
-from .stopping import Interrupted
+from .signals import Interrupted
 from .trainer import Trainer
 from .util import logging, startup
+from .util.launchers import launcher
 
 
 def main(_):
@@ -40,7 +41,7 @@ def run(settings):
     if not (inputs.train_files or inputs.test_files or settings.export.export_dir or options.one_shot_infer):
         raise app.UsageError('nothing to do: give --train_files (and --dev_files) to train, --test_files to test, '
                              '--export_dir to export or --one_shot_infer to transcribe a file')
-    started_by = distributed.launcher(os.environ)
+    started_by = launcher(os.environ)
     logging.log_every_rank('Rank {} of {} computes on: {}{}'.format(
         dist.rank, dist.size, distributed.devices(dist), '' if started_by is None else ', started by ' + started_by))
     if not settings.model.bytes_output_mode:

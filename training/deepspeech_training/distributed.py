@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
+from .util.launchers import srun_task
 from .util.ranks import OneProcess
 
 INSTALL_HINT = ('--horovod needs Horovod built against this TensorFlow: run bin/setup.sh --horovod (it builds '
@@ -48,6 +49,11 @@ class Single(OneProcess):
         return np.asarray(values, np.float64)
 
     def gather(self, session, obj):
+        return [obj]
+
+    def gather_objects(self, obj):
+        """Every rank's picklable `obj` on every rank, in rank order, before or outside any training graph
+        (the control plane: input checks); the seam owns the ops and the session that carry it."""
         return [obj]
 
     def barrier(self, session):
@@ -204,6 +210,16 @@ class Horovod(Single):
         from horovod.tensorflow.functions import allgather_object
         return allgather_object(obj, session=session, name='seam_gather')
 
+    def gather_objects(self, obj):
+        """A throw-away graph and one-thread CPU session carry the allgather: no training graph exists yet."""
+        if self.size == 1:
+            return [obj]
+        graph = tfv1.Graph()
+        config = tfv1.ConfigProto(device_count={'GPU': 0}, intra_op_parallelism_threads=1,
+                                  inter_op_parallelism_threads=1)
+        with graph.as_default(), tfv1.Session(graph=graph, config=config) as session:
+            return self.gather(session, obj)
+
     def check_same(self, session, what, values):
         values = np.asarray(values, np.float64)
         mean = self.sum(session, values) / self.size
@@ -320,27 +336,14 @@ def devices(dist):
                      for index, gpu in used)
 
 
-def launcher(env):
-    """Which launcher started this process (from its environment `env`; None: none), for the start-up
-    log: Horovod takes rank and size from it (Gloo from horovodrun's variables, MPI from mpirun's or, under srun
-    --mpi=pmix, from Slurm's PMIx server)."""
-    if 'HOROVOD_GLOO_RENDEZVOUS_ADDR' in env:
-        return 'horovodrun (Gloo)'
-    if 'SLURM_STEP_ID' in env:      # a task of an srun step (a batch script itself has no step id)
-        return 'srun (Slurm job {}, step {}, {})'.format(env.get('SLURM_JOB_ID'), env['SLURM_STEP_ID'],
-                                                      'PMIx' if 'PMIX_RANK' in env else 'no PMIx')
-    if 'OMPI_COMM_WORLD_RANK' in env or 'PMI_RANK' in env:
-        return 'mpirun'
-    return None
-
-
 def check_slurm_step(dist, env):
     """Fail when srun started several tasks that are not the ranks of one job: without --horovod, or
     without srun --mpi=pmix (Horovod then sees one rank in each task), every task would train alone and
     all would write the same checkpoints."""
-    if 'SLURM_STEP_ID' not in env or 'HOROVOD_GLOO_RENDEZVOUS_ADDR' in env:
+    step = srun_task(env)
+    if step is None:
         return
-    tasks, task = int(env.get('SLURM_STEP_NUM_TASKS', 1)), int(env.get('SLURM_PROCID', 0))
+    tasks, task = step
     if (tasks, task) != (dist.size, dist.rank):
         raise SystemExit('srun started {} tasks (this is task {}) but this process is rank {} of {}: start '
                          'one task per rank with `srun --mpi=pmix python DeepSpeech.py --horovod ...` '

@@ -17,7 +17,8 @@ import os
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .checkpoints import (BEST_STATE, SAVED_APART, name_alone, op_error_cause, read_state, remove_partial,
+from .checkpoint_names import BEST_DEV, BEST_STATE
+from .checkpoints import (SAVED_APART, name_alone, op_error_cause, read_state, remove_partial,
                           remove_superseded, save_or_stop, saved_variables, step_of)
 from .util.logging import log_info, log_warn
 
@@ -38,7 +39,7 @@ class WeightAverage:
         self.restart_op = tf.group([average.average(weight).assign(weight) for weight in weights])
 
 
-class AverageCheckpoint:
+class WeightAverageSaver:
     """Writes the average to `<save_dir>/ema/` (rank 0, one checkpoint kept) and brings it back on resume.
     Built after the train graph, so its checkpoint holds every variable a train checkpoint holds."""
 
@@ -62,14 +63,14 @@ class AverageCheckpoint:
             return None
         os.makedirs(self.save_dir, exist_ok=True)
         previous = self._newest(self.save_dir)
-        prefix = os.path.join(self.save_dir, 'best_dev-{}'.format(step))
+        prefix = os.path.join(self.save_dir, '{}-{}'.format(BEST_DEV, step))
         path = save_or_stop(lambda: self._write(session, step), 'the weight average of step {}'.format(step),
                             self.save_dir, lambda: remove_partial(prefix))
         remove_superseded(previous, path)
         return path
 
     def _write(self, session, step):
-        path = self.saver.save(session, os.path.join(self.save_dir, 'best_dev'), global_step=step,
+        path = self.saver.save(session, os.path.join(self.save_dir, BEST_DEV), global_step=step,
                                write_meta_graph=False, write_state=False)
         name_alone(self.save_dir, path, self.flags_dir)
         return path

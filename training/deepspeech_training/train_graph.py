@@ -11,9 +11,10 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 from . import precision
-from .checkpoints import EPOCH_LOSS, EPOCH_POSITION
+from .checkpoint_names import EPOCH_LOSS, EPOCH_POSITION, LEARNING_RATE
 from .ema import WeightAverage
-from .graph import Forward, build_forward, build_input, seed_graph
+from .forward import Forward, build_forward, seed_graph
+from .iterators import build_input
 
 
 class Setter:
@@ -45,7 +46,7 @@ def checkpoint_variables(learning_rate=0.0, position=True):
     export load the model, not where training stands, and so initialise nothing a DeepSpeech
     checkpoint lacks but its learning rate."""
     global_step = tfv1.train.get_or_create_global_step()
-    rate = tfv1.get_variable('learning_rate', initializer=learning_rate, trainable=False)
+    rate = tfv1.get_variable(LEARNING_RATE, initializer=learning_rate, trainable=False)
     variables = CheckpointVariables(global_step, rate, Setter(rate))
     if position:
         # global_step // batches is another epoch when the number of ranks changes: the position is saved
@@ -117,7 +118,7 @@ class TrainGraph:
 
 
 def build_train_graph(batch, config, training, dist, mixed_precision, steps_per_epoch):
-    """The TrainGraph on `batch` (graph.build_input's) for `config` (the model), `training` (TrainingSettings)
+    """The TrainGraph on `batch` (iterators.build_input's) for `config` (the model), `training` (TrainingSettings)
     and `dist` (the seam); `steps_per_epoch` paces the warm-up."""
     forward = build_forward(batch, config, mixed_precision)
     variables = checkpoint_variables(training.learning_rate)

@@ -10,12 +10,13 @@ import time
 from datetime import datetime
 
 
+from .checkpoint_names import FLAGS_FILE
 from .checkpoints import Checkpointer, check_space, checkpoint_bytes
 from .data.plans import eval_set, train_set
-from .ema import AverageCheckpoint
-from .graph import LossTotals, run_set, set_steps
+from .ema import WeightAverageSaver
 from .session import create_session
-from .stopping import Interrupted, StopRequests
+from .signals import Interrupted, StopRequests
+from .step_runner import LossTotals, run_set, set_steps
 from .summaries import Summaries
 from .training_progress import new_progress, resume
 from .train_graph import build_training_run
@@ -48,7 +49,7 @@ class Trainer:
         self.epoch_totals = LossTotals()   # this rank's, of the current epoch's batches run by this run
         self.broadcast = dist.broadcast_op()
         self.checkpointer = Checkpointer.from_settings(settings.checkpoints, dist)
-        self.average = (AverageCheckpoint.from_settings(self.step.average, settings.checkpoints, dist)
+        self.average = (WeightAverageSaver.from_settings(self.step.average, settings.checkpoints, dist)
                         if self.step.average else None)
         if dist.is_chief:   # a train and a best_dev checkpoint, and the average's
             check_space(settings.checkpoints.save_dir, (2 + bool(self.average)) * checkpoint_bytes(), 'checkpoints')
@@ -301,5 +302,5 @@ class Trainer:
     def _write_flags(self, flags_text):
         if self.dist.is_chief:
             os.makedirs(self.settings.checkpoints.save_dir, exist_ok=True)
-            with open(os.path.join(self.settings.checkpoints.save_dir, 'flags.txt'), 'w') as out:
+            with open(os.path.join(self.settings.checkpoints.save_dir, FLAGS_FILE), 'w') as out:
                 out.write(flags_text)

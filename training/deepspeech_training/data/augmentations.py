@@ -24,6 +24,7 @@ import scipy.signal
 import soundfile
 import tensorflow as tf
 
+from . import opus
 from .audio import AudioError, read_audio
 from .samples import csv_audio_paths
 
@@ -233,12 +234,11 @@ class Codec(SampleAugmentation):
     PARAMS = {'bitrate': (int, '3200')}
     # libsndfile sets Opus's rate by a compression level in [0, 1]: 0 is the highest rate it uses.
     MIN_BITRATE, MAX_BITRATE = 6000, 256000
-    OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 
     def check_sample_rate(self, sample_rate):
-        if sample_rate not in self.OPUS_RATES:
+        if sample_rate not in opus.RATES:
             raise AugmentationError('{}: Opus works at {} Hz, not at --audio_sample_rate {}'.format(
-                self.spec, ', '.join(map(str, self.OPUS_RATES)), sample_rate))
+                self.spec, ', '.join(map(str, opus.RATES)), sample_rate))
 
     def apply(self, audio, sample_rate, rng, clock):
         bitrate = self.bitrate.pick(rng, clock)

@@ -16,6 +16,7 @@ import urllib.request
 
 MERGE_GAP = 1024        # ranges this close are read in one go (a tar member's header sits between two samples)
 HTTP_TIMEOUT = 60
+DEFAULT_READ_BUFFER = 1 << 20   # --read_buffer's default (DeepSpeech 0.9's 1MB): the largest merged read
 
 
 def is_url(path):

@@ -7,7 +7,7 @@ read_index() looks for the index in this order:
   1. a sidecar `<container>.index` beside it (bin/data_set_tool.py writes one with every container, and
      `--index_only` for containers that exist): one or two reads, or two HTTP requests;
   2. `<cache_dir>/<hash of the container's absolute path or URL>.index`, written by an earlier build;
-  3. a build: one sequential pass over the container in reads of `read_buffer` bytes, every sample's entry
+  3. a build: one sequential pass over the container in reads of `scan_block` bytes, every sample's entry
      (or tar member) and audio header parsed in memory, with every check of the per-sample readers
      (sdb.Database.entry, tar_shards.scan), so a corrupt container fails with the same error.
 An index is used only for the container it was built from: its size and a fingerprint (a hash of the
@@ -33,7 +33,8 @@ from ..util.logging import log_info, log_warn
 
 MAGIC = b'DSINDEX1'
 SIDECAR = '.index'
-DEFAULT_READ_BUFFER = 16 << 20     # the build pass's reads: few enough calls, little memory
+SCAN_BLOCK = 16 << 20              # the build pass's sequential reads (not --read_buffer, which bounds a batch's
+                                   # random reads): few enough calls, little memory
 EDGE_BYTES = 64 << 10              # the fingerprint's first and last bytes (an .sdb's meta data and its index)
 PROBES, PROBE_BYTES = 14, 4 << 10  # and bytes in between, so a rewrite of the same size in the middle shows
 WAV_HEADER_BYTES = 44              # an Opus sample's size is that of its PCM as a WAV file, comparable to a CSV's
@@ -120,9 +121,9 @@ def identify(path):
         source.close()
 
 
-def read_index(path, cache_dir=None, read_buffer=DEFAULT_READ_BUFFER):
+def read_index(path, cache_dir=None, scan_block=SCAN_BLOCK):
     """The ContainerIndex of the .sdb or tar shard `path` (a path or an http(s) URL): from its sidecar,
-    else from `cache_dir`, else built in one pass of `read_buffer`-byte reads (and then cached in
+    else from `cache_dir`, else built in one pass of `scan_block`-byte reads (and then cached in
     `cache_dir` when given). Raises sdb.SdbError / tar_shards.ShardError for a corrupt container."""
     identity = identify(path)
     cached = cache_path(path, cache_dir) if cache_dir else None
@@ -130,7 +131,7 @@ def read_index(path, cache_dir=None, read_buffer=DEFAULT_READ_BUFFER):
         index = _load_checked(index_path, identity)
         if index is not None:
             return index
-    index = build_index(path, identity, read_buffer)
+    index = build_index(path, identity, scan_block)
     if cached:
         _save_to_cache(index, cached)
     return index
@@ -224,9 +225,9 @@ def write_index(index, index_path):
         out.write(encode(index))
 
 
-def write_sidecar(path, read_buffer=DEFAULT_READ_BUFFER):
+def write_sidecar(path, scan_block=SCAN_BLOCK):
     """Build the index of the local container `path` and write it beside it (`<path>.index`); the index."""
-    index = build_index(path, identify(path), read_buffer)
+    index = build_index(path, identify(path), scan_block)
     write_index(index, path + SIDECAR)
     return index
 
@@ -241,22 +242,22 @@ def _save_to_cache(index, cached):
                  'the cache folder\'s permissions and free space)'.format(cached, error.strerror or error))
 
 
-def build_index(path, identity, read_buffer=DEFAULT_READ_BUFFER):
+def build_index(path, identity, scan_block=SCAN_BLOCK):
     """The ContainerIndex of the container `path` of `identity` (identify()'s), built in one pass of
-    `read_buffer`-byte reads; logs how long it took."""
+    `scan_block`-byte reads; logs how long it took."""
     started = time.time()
     build = _build_sdb if sdb.is_sdb(path) else _build_tar
-    index = ContainerIndex(*identity, **build(path, read_buffer))
+    index = ContainerIndex(*identity, **build(path, scan_block))
     log_info('Indexed {}: {} samples in {:.1f} s'.format(path, len(index), time.time() - started))
     return index
 
 
-def _build_sdb(path, read_buffer):
+def _build_sdb(path, scan_block):
     """The columns of a sample database: its index read once, then its entries in ascending offsets, which
     must follow each other without gap or overlap from the sample chunk's start to its end (as every writer
     lays them out: a damaged index could otherwise list one sample twice and lose another, silently)."""
     with sdb.Database(path) as database:
-        scan = byte_ranges.Sequential(database.source, read_buffer)
+        scan = byte_ranges.Sequential(database.source, scan_block)
         samples = Columns(database.audio_type, database.labeled)
         offsets = np.array(database.offsets, np.int64)
         expected = database.first_entry
@@ -288,11 +289,11 @@ def _check_entry_start(database, number, offset, expected):
                            .format(number, offset, expected, CORRUPT_INDEX))
 
 
-def _build_tar(path, read_buffer):
+def _build_tar(path, scan_block):
     """The columns of a tar shard: its members in one pass, each audio header read as the pass meets it."""
     source = tar_shards.open_shard(path)
     try:
-        found = tar_shards.scan(path, byte_ranges.Sequential(source, read_buffer),
+        found = tar_shards.scan(path, byte_ranges.Sequential(source, scan_block),
                                 lambda audio: read_audio_header(sdb.WAV, audio))
     finally:
         source.close()

@@ -11,7 +11,7 @@ HEADER = struct.Struct('>IIBB')
 PACKET_LENGTH = struct.Struct('>H')
 FRAME_MS = 60
 SAMPLE_WIDTH = 2            # libopus encodes and decodes 16-bit PCM
-RATES = (8000, 12000, 16000, 24000, 48000)
+RATES = (8000, 12000, 16000, 24000, 48000)   # the only sample rates libopus encodes (its codec, as libsndfile's)
 
 
 class OpusError(ValueError):

@@ -15,8 +15,9 @@ header cannot tell). A file larger than its wav_filesize is no error (hand-writt
 sizes): one warning counts them, since samples are sorted into batches by wav_filesize.
 
 Under Horovod each rank reads the headers of its slice of the distinct audio (every size-th of their
-sorted 64-bit keys) and caches what it read itself, then the ranks allgather the problems they found, so
-every rank raises the same error, or skips the same samples, before any collective of training starts.
+sorted 64-bit keys) and caches what it read itself, then the ranks allgather the problems they found
+(dist.gather_objects), so every rank raises the same error, or skips the same samples, before any collective
+of training starts.
 """
 import math
 import os
@@ -25,7 +26,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import tensorflow.compat.v1 as tfv1
 
 from .feeding import frame_count
 from .headers import (EMPTY, MISSING, NOT_AUDIO, UNREADABLE,  # noqa: F401 (kinds)
@@ -35,8 +35,8 @@ from ..util.logging import Progress, log_info, log_warn
 from .samples import DataError
 
 # Problem kinds, as counted in the --skip_invalid_samples summary (with those of headers.py).
-SAMPLE_RATE = 'wrong sample rate'
-CHANNELS = 'not mono'
+WRONG_RATE = 'wrong sample rate'
+NOT_MONO = 'not mono'
 TOO_LONG = 'transcript too long for the audio'
 SMALLER = 'audio file smaller than its wav_filesize'
 
@@ -94,12 +94,12 @@ def _problem(header, n_labels, needed, config):
     if header.frames == 0:
         return EMPTY, 'the audio file has a header but no samples: re-create it, or remove the row'
     if header.channels != 1:
-        return CHANNELS, ('{} channels, expected mono (convert with: sox in.wav -c 1 out.wav)'
+        return NOT_MONO, ('{} channels, expected mono (convert with: sox in.wav -c 1 out.wav)'
                           .format(header.channels))
     if header.sample_rate != sample_rate and not config.normalize_sample_rate:
-        return SAMPLE_RATE, ('sample rate {} Hz, expected {} Hz (resample it, e.g. sox in.wav -r {} out.wav, or '
-                             'drop --nonormalize_sample_rate to resample while training)'
-                             .format(header.sample_rate, sample_rate, sample_rate))
+        return WRONG_RATE, ('sample rate {} Hz, expected {} Hz (resample it, e.g. sox in.wav -r {} out.wav, or '
+                            'drop --nonormalize_sample_rate to resample while training)'
+                            .format(header.sample_rate, sample_rate, sample_rate))
     available = frame_count(samples_at_rate(header.frames, header.sample_rate, sample_rate), config)
     return TOO_LONG, ('transcript too long for the audio: its {} label(s) need at least {} feature frames '
                       'under CTC, the {:.2f} s of audio give {} (check that the transcript belongs to this '
@@ -184,17 +184,6 @@ def default_workers(dist):
     return min(MAX_WORKERS, 4 * share)
 
 
-def _gather(dist, obj):
-    """Every rank's `obj`, on every rank; a throw-away graph and CPU session carry the allgather."""
-    if dist.size == 1:
-        return [obj]
-    graph = tfv1.Graph()
-    config = tfv1.ConfigProto(device_count={'GPU': 0}, intra_op_parallelism_threads=1,
-                              inter_op_parallelism_threads=1)
-    with graph.as_default(), tfv1.Session(graph=graph, config=config) as session:
-        return dist.gather(session, obj)
-
-
 def audio_keys(records):
     """A 64-bit key of each record's audio (headers.path_key of its file, or of its container plus its offset):
     the same audio in two sets has one key, and every rank computes the same keys."""
@@ -250,7 +239,7 @@ def _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir):
             larger.append((len(larger_ones), (s, int(ours[first]), int(headers[FILE_SIZE, share[first]]))))
     if cache and check.new:
         _update_cache(cache, check.new)
-    found, n_read, cached, larger = zip(*_gather(dist, (found, check.read, check.cached, larger)))
+    found, n_read, cached, larger = zip(*dist.gather_objects((found, check.read, check.cached, larger)))
     found = sorted(p for rank_found in found for p in rank_found)
 
     messages, kinds = _messages(sets, found)

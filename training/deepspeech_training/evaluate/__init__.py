@@ -13,7 +13,9 @@ from .. import distributed
 from ..checkpoints import open_checkpoint
 from ..data.plans import eval_set
 from ..data.records import SampleRecord
-from ..graph import build_forward, build_input, set_steps
+from ..forward import build_forward
+from ..iterators import build_input
+from ..step_runner import set_steps
 from ..train_graph import checkpoint_variables
 from ..util.atomic import atomic_write
 from ..util.logging import log_info, log_report

@@ -9,6 +9,7 @@ import sys
 
 import progressbar
 
+from .launchers import tags_lines
 from .ranks import OneProcess, is_chief_rank
 
 _state = {'dist': OneProcess(), 'show_progressbar': True, 'tagged': False, 'logs_to_stderr': False, 'log_level': 1}
@@ -16,19 +17,12 @@ _state = {'dist': OneProcess(), 'show_progressbar': True, 'tagged': False, 'logs
 LEVELS = {'I': 1, 'W': 2, 'E': 3}
 
 
-def launcher_tags_lines(env):
-    """True when the launcher prefixes each output line with the rank itself: horovodrun (`[0]<stdout>:`
-    under Gloo; `--tag-output` to mpirun, `[1,0]<stdout>:`), `mpirun --tag-output`, `srun --label`."""
-    return ('HOROVOD_GLOO_RENDEZVOUS_ADDR' in env or env.get('OMPI_MCA_orte_tag_output', '').lower() in ('1', 'true')
-            or env.get('SLURM_LABELIO') == '1')
-
-
 def configure(dist=None, show_progressbar=True, env=None, logs_to_stderr=False, log_level=1):
     """Log as `dist`'s rank (anything with `rank` and `size`; None: one process); infos and bars to stderr
     too if `logs_to_stderr` (stdout is then the command's result alone); only lines of LEVELS `log_level`
     or above (--log_level: 2 hides the infos, 3 the warnings too, as in DeepSpeech 0.9)."""
     _state.update(dist=dist or OneProcess(), show_progressbar=show_progressbar,
-                  tagged=launcher_tags_lines(os.environ if env is None else env), logs_to_stderr=logs_to_stderr,
+                  tagged=tags_lines(os.environ if env is None else env), logs_to_stderr=logs_to_stderr,
                   log_level=log_level)
 
 

@@ -17,6 +17,8 @@ import resource
 import sys
 import time
 
+from .launchers import env_rank
+
 REPORT = 'DS_STARTUP_REPORT'
 EXIT = 'DS_STARTUP_EXIT'
 PHASES = ('import', 'read sources', 'validation', 'planning', 'graph', 'first batch')
@@ -67,11 +69,6 @@ def io_counters():
         return {}
 
 
-def env_rank():
-    """The rank a launcher gave this process (Horovod's or Open MPI's variable), 0 without one."""
-    return int(os.environ.get('HOROVOD_RANK', os.environ.get('OMPI_COMM_WORLD_RANK', 0)))
-
-
 def report(rank):
     """The report of this process: what `first_step()` writes."""
     return dict(rank=rank, pid=os.getpid(), seconds_to_first_step=time.monotonic() - PROCESS_START,
@@ -89,7 +86,7 @@ def first_step(rank=None):
     path = os.environ.get(REPORT)
     if not path:
         return
-    rank = env_rank() if rank is None else rank
+    rank = env_rank(os.environ) if rank is None else rank
     with open('{}.{}'.format(path, rank), 'w') as out:
         json.dump(report(rank), out, indent=2)
     if os.environ.get(EXIT) == '1':
