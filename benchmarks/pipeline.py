@@ -69,27 +69,20 @@ def trainer_settings(config):
 
 
 def build_graph(settings, records, cache):
-    """The trainer's graph pieces on two sets behind one input, `records` through the real pipeline (and
-    the trainer's feature cache) and `cache`'s batches: (the TrainGraph, the real and the cached SetIterator,
-    the batch)."""
+    """The trainer's run graph (train_graph.build_training_run) on two sets behind one input, `records` through
+    the real pipeline (and the trainer's feature cache) and `cache`'s batches: (the TrainGraph, the real and
+    the cached SetIterator, the batch)."""
     import dataclasses
-    import tensorflow.compat.v1 as tfv1
     from deepspeech_training import distributed
     from deepspeech_training.data.plans import train_set
-    from deepspeech_training.forward import seed_graph
-    from deepspeech_training.iterators import build_input
-    from deepspeech_training.train_graph import build_train_graph
+    from deepspeech_training.train_graph import build_training_run
 
-    tfv1.reset_default_graph()
-    seed_graph(settings.training.random_seed, 0)
     single = distributed.Single()
     real = dataclasses.replace(train_set(records, single, settings.model, settings.training), name='real',
                                make_dataset=cache.real)
     cached = dataclasses.replace(real, name='cached', feature_cache=None, make_dataset=cache.cached)
-    batch, (real, cached) = build_input([real, cached], settings.model)
-    step = build_train_graph(batch, settings.model, settings.training, single, settings.session.mixed_precision,
-                             real.n_batches())
-    return step, real, cached, batch
+    run = build_training_run([real, cached], settings, single)
+    return (run.step, *run.iterators, run.batch)
 
 
 def fetch_all(session, iterator, batch):

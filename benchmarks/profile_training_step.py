@@ -50,29 +50,35 @@ def category(name, op):
 
 
 def build_step(args, mode):
-    """The trainer's training step (train_graph.build_train_graph, scan LSTM) on random features of one
-    fixed shape: (the TrainGraph, the batch it reads)."""
+    """The trainer's run graph (train_graph.build_training_run, scan LSTM) reading random features of one fixed
+    shape, fed as the pipeline benchmark feeds cached batches: the TrainingRun. The batches keep the trainer's
+    shapes (size and lengths unknown), so no shape is folded into a constant and the step's ops are the
+    trainer's."""
+    import dataclasses
+    import itertools
     import numpy as np
-    import tensorflow.compat.v1 as tfv1
+    import tensorflow as tf
+    from benchmarks.pipeline import CachedBatches
     from deepspeech_training.config import settings_from_args
+    from deepspeech_training.data.plans import InputSet
     from deepspeech_training.distributed import Single
-    from deepspeech_training.flags import create_flags
-    from deepspeech_training.train_graph import build_train_graph
-    create_flags()
+    from deepspeech_training.train_graph import build_training_run
     settings = settings_from_args(['--alphabet_config_path', os.path.join(ROOT, 'data', 'alphabet.txt'),
-                                   '--n_hidden', args.n_hidden, '--lstm_impl', 'scan', '--learning_rate', 1e-4])
-    tfv1.reset_default_graph()
-    tfv1.set_random_seed(0)
+                                   '--n_hidden', args.n_hidden, '--lstm_impl', 'scan', '--learning_rate', 1e-4,
+                                   '--random_seed', 0])
+    settings = dataclasses.replace(settings, session=dataclasses.replace(settings.session, mixed_precision=mode))
     rng = np.random.RandomState(0)
     values = (np.arange(args.batch), np.ones(args.batch, np.float32),
               rng.randn(args.batch, args.frames, 19, 26).astype(np.float32), np.full(args.batch, args.frames, np.int32),
               rng.randint(0, 28, size=(args.batch, args.frames // 4)).astype(np.int32),
               np.full(args.batch, args.frames // 4, np.int32))
-    # with the shapes of the trainer's batches (their size and lengths unknown), so that no shape is folded
-    # into a constant: the step's ops are the trainer's
-    batch = tuple(tfv1.placeholder_with_default(value, [None] * min(value.ndim, 2) + list(value.shape[2:]))
-                  for value in values)
-    return build_train_graph(batch, settings.model, settings.training, Single(), mode, 1), batch
+    random = CachedBatches()
+    random.batches = itertools.repeat(values)
+    random.element_spec = tuple(tf.TensorSpec([None] * min(v.ndim, 2) + list(v.shape[2:]), tf.as_dtype(v.dtype))
+                                for v in values)
+    features = InputSet('random features', [], lambda epoch: [list(range(args.batch))], args.batch,
+                        make_dataset=random.cached)
+    return build_training_run([features], settings, Single())
 
 
 def profile(mode, args):
@@ -81,10 +87,11 @@ def profile(mode, args):
     import tensorflow.compat.v1 as tfv1
     from deepspeech_training.session import session_config
     tfv1.disable_eager_execution()
-    step, _ = build_step(args, mode)
+    run = build_step(args, mode)
+    step = run.step
     result = {'step_s': [], 'ops': collections.defaultdict(lambda: [0, 0]), 'top': collections.Counter()}
     with tfv1.Session(config=session_config(mixed_precision=mode)) as session:
-        session.run(tfv1.global_variables_initializer())
+        session.run([tfv1.global_variables_initializer(), run.iterators[0].initializer])
         for _ in range(args.warmup):
             session.run(step.train_op, step.feed)
         for _ in range(args.repeats):

@@ -1,11 +1,14 @@
-"""The package's import graph, read from its source (imports inside functions too): entry points on top,
-util at the bottom, no import running upward."""
+"""The package's shape, read from its source: the import graph (imports inside functions too) with entry
+points on top, util at the bottom and no import running upward; and the settings as the only reader of the
+command line's flags."""
 import ast
 import os
 
 from tests.helpers.suite import ROOT
 
 PACKAGE = os.path.join(ROOT, 'training', 'deepspeech_training')
+# The modules that name FLAGS: its definitions and config.settings_from_flags, the one reader.
+FLAG_READERS = {'config', 'flags'}
 # The command-line tools' starts: only these may import the command line (cli) or the entry module.
 ENTRY_POINTS = {'entry', 'cli', 'train', 'evaluate.__main__'}
 
@@ -64,3 +67,16 @@ def test_no_import_runs_upward():
     assert {m for m, targets in graph.items() if targets & {'cli', 'entry'}} <= ENTRY_POINTS
     assert {(m, t) for m, targets in graph.items() if m.startswith('util.') for t in targets
             if not t.startswith('util.')} == set()
+
+
+def flag_readers(known):
+    """The package's modules that name FLAGS (a read, or an import of it)."""
+    for module, path in known.items():
+        tree = ast.parse(open(path, encoding='utf-8').read(), path)
+        if any(isinstance(node, ast.Name) and node.id == 'FLAGS' or isinstance(node, ast.alias) and node.name == 'FLAGS'
+               for node in ast.walk(tree)):
+            yield module
+
+
+def test_only_the_settings_read_the_flags():
+    assert set(flag_readers(module_files())) == FLAG_READERS

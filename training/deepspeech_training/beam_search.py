@@ -33,7 +33,7 @@ START_BLANK = 0.999                        # DeepSpeech starts expanding at the 
 # hypotheses is NaN, which breaks its sort. The beam threshold drops every path through one.
 PRUNED = np.float32(-1e30)
 # Hypotheses further than this (natural log) below a frame's best are dropped: DeepSpeech skipped, in a full
-# beam, those that could not beat its worst one. Measured on a trained model's outputs (bin/benchmark_decoder.py):
+# beam, those that could not beat its worst one. Measured on a trained model's outputs (benchmarks/decoder.py):
 # the same transcripts as with no threshold at beams 32-1024, three times faster at 500 and 1024.
 BEAM_THRESHOLD = 30.0
 # How many of flashlight's best distinct transcripts DeepSpeech's score ranks again.

@@ -5,7 +5,7 @@ epoch by epoch, so only the audio of this rank's batches is ever opened. Each el
 sample's index and weight (0 for padding) so metrics can mask padding and results can be gathered by
 index. A dataset runs on from epoch to epoch (`endless`): its iterator is initialised once per run,
 not once per epoch (that took ~100 ms, twice an epoch with validation: most of an epoch of a small
-run; measured with bin/benchmark_small_runs.py --breakdown), and each epoch's first batches are ready
+run; measured with benchmarks/small_runs.py --breakdown), and each epoch's first batches are ready
 when it starts. Its batches are all full (a short last batch is padded), so none spans two epochs.
 """
 import itertools

@@ -3,7 +3,7 @@
 
 A plain PCM WAV file's header is parsed here (`wav_header`): at a million files soundfile.info costs
 ~29 us a file (29 s of start-up) and the standard library's `wave` ~17 us, a RIFF walk over the first
-4 KB read with os.read ~4 us (bin/benchmark_scale.py). Anything else (other encodings, FLAC, a header
+4 KB read with os.read ~4 us (benchmarks/scale.py). Anything else (other encodings, FLAC, a header
 this walk does not follow) goes to soundfile.info, which decides as before.
 """
 import fnmatch

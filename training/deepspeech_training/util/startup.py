@@ -8,7 +8,7 @@ environment asks for one:
   DS_STARTUP_EXIT=1          end the process right after writing (exit 0): a start-up measurement needs no
                              training. Every rank reaches its first step, so none is left in a collective.
 
-bin/benchmark_scale.py reads these reports. No TensorFlow here: marks cost a clock read.
+benchmarks/scale.py reads these reports. No TensorFlow here: marks cost a clock read.
 """
 import json
 import logging
