@@ -16,11 +16,11 @@ import os
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from types import SimpleNamespace
 
 import soundfile
 
 from benchmarks.common import ALPHABET
+from deepspeech_training.config import settings_from_args
 from deepspeech_training.distributed import Single
 from deepspeech_training.data import headers, validation
 from deepspeech_training.util import logging
@@ -66,8 +66,7 @@ def main():
         configurations.append(('threads x{}'.format(workers),
                                lambda w=workers: validation._pooled(headers.read_header, paths, w)))
     configurations.append(('processes x{}'.format(cores), lambda: process_pool(paths, cores)))
-    config = SimpleNamespace(audio_window_samples=512, audio_step_samples=320,     # 16 kHz, 32 ms / 20 ms
-                             sample_rate=16000, normalize_sample_rate=True, read_buffer=1 << 20)
+    config = settings_from_args(['--alphabet_config_path', args.alphabet]).model    # the training defaults
     configurations.append(('whole pass', lambda: validation.validate_sets([('all', records)], config, Single())))
     cache_dir = tempfile.mkdtemp(prefix='header_cache')
     configurations.append(('pass, cached', lambda: validation.validate_sets([('all', records)], config, Single(),
