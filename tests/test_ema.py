@@ -1,7 +1,8 @@
 """--ema_decay (deepspeech_training/ema.py): the average follows each update by TensorFlow's formula, a
 resumed run continues it (or restarts it from the loaded weights when there is none of that step),
-training and its checkpoints are those of a run without the flag, and the `ema/` folder tests like any
-checkpoint folder. Tiny models on the three bundled utterances, all three in one batch: one step an epoch."""
+training and its checkpoints are those of a run without the flag, the `ema/` folder tests like any
+checkpoint folder, and a run with the flag tests and exports the average. Tiny models on the three bundled utterances, all three in one batch: one step an epoch."""
+import re
 import shutil
 
 import numpy as np
@@ -119,6 +120,23 @@ def test_the_average_folder_tests_as_a_checkpoint_folder(first):
     run = run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', first / 'ema', '--test_files', SMOKE_CSV)
     assert 'Loading best validating checkpoint from {}'.format(first / 'ema' / 'best_dev-1') in run.output
     assert 'Test on {} - WER:'.format(SMOKE_CSV) in run.output
+
+
+def test_a_run_with_the_average_tests_and_exports_it_unless_told_otherwise(first, tmp_path):
+    """--ema_decay: the run's test and export load the average (--load_evaluate auto); --load_evaluate ema
+    loads it without the flag, and --load_evaluate last still takes the train checkpoint."""
+    def tested(*flags):
+        output = run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', first, '--test_files', SMOKE_CSV,
+                                *flags).output
+        return output, re.search(r'Test on .* - WER: .*', output).group(0)
+    average = 'Loading the weight average (--ema_decay) from {}'.format(first / 'ema' / 'best_dev-1')
+    output, delivered = tested('--ema_decay', DECAY, '--export_dir', tmp_path / 'export')
+    assert output.count(average) == 2 and (tmp_path / 'export' / 'output_graph.pb').exists()   # test, export
+    output, asked = tested('--load_evaluate', 'ema')
+    assert average in output and asked == delivered
+    output, last = tested('--ema_decay', DECAY, '--load_evaluate', 'last')
+    assert 'Loading most recent checkpoint from {}'.format(first / 'train-1') in output and average not in output
+    assert last != delivered     # the average is not the weights (one step at decay 0.5 moved them apart)
 
 
 @pytest.mark.parametrize('flags, message', [

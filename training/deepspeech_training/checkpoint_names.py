@@ -8,6 +8,7 @@ TRAIN_STATE = 'checkpoint'              # the state file naming the train checkp
 BEST_STATE = 'best_dev_checkpoint'      # the state file naming the best_dev checkpoint
 BEST_LOSS_FILE = 'best_dev_loss.json'   # the best_dev checkpoint's dev loss (ours; DeepSpeech 0.9 has none)
 FLAGS_FILE = 'flags.txt'                # the flags of the run that wrote the folder
+EMA_FOLDER = 'ema'                      # --ema_decay's weight average, a checkpoint folder of its own (ema.py)
 
 GLOBAL_STEP = 'global_step'
 LEARNING_RATE = 'learning_rate'         # unscaled: it means the same whatever the number of ranks

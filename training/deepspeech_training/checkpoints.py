@@ -25,8 +25,8 @@ from google.protobuf import text_format
 from tensorflow.python.lib.io import file_io   # the atomic write TensorFlow's own Saver uses for .meta
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 
-from .checkpoint_names import (BEST_DEV, BEST_LOSS_FILE, BEST_STATE, EPOCH_LOSS, EPOCH_POSITION, FLAGS_FILE,
-                               GLOBAL_STEP, LEARNING_RATE, TRAIN, TRAIN_STATE)
+from .checkpoint_names import (BEST_DEV, BEST_LOSS_FILE, BEST_STATE, EMA_FOLDER, EPOCH_LOSS, EPOCH_POSITION,
+                               FLAGS_FILE, GLOBAL_STEP, LEARNING_RATE, TRAIN, TRAIN_STATE)
 from .model import LAYER_NORM_SCOPE, LAYERS_FROM_OUTPUT, LSTM_SCOPE
 from .session import create_session
 from .util.atomic import atomic_write
@@ -36,7 +36,9 @@ from .util.logging import log_info, log_warn
 CUDNN_OPAQUE_ADAM = ('cudnn_lstm/opaque_kernel/Adam', 'cudnn_lstm/opaque_kernel/Adam_1')
 # DeepSpeech 0.9's log lines, word for word, of a checkpoint that loads and of one that is not there.
 LOAD_MESSAGES = {'best': ('Loading best validating checkpoint from', 'Could not find best validating checkpoint.'),
-                 'last': ('Loading most recent checkpoint from', 'Could not find most recent checkpoint.')}
+                 'last': ('Loading most recent checkpoint from', 'Could not find most recent checkpoint.'),
+                 'ema': ('Loading the weight average (--ema_decay) from',
+                         'Could not find a weight average (--ema_decay) checkpoint.')}
 # Graph collection of the global variables train and best_dev checkpoints leave out: --ema_decay's averages,
 # saved apart (ema.py).
 SAVED_APART = 'saved_apart'
@@ -315,6 +317,8 @@ class Checkpointer:
         present (with a warning, once). A newer file the state does not name (a crash before the state
         was written) is not taken."""
         state_file, kind = (TRAIN_STATE, TRAIN) if method == 'last' else (BEST_STATE, BEST_DEV)
+        if method == 'ema':
+            directory = os.path.join(directory, EMA_FOLDER)
         names = read_state(directory, state_file)
         if names is None:
             path = os.path.join(directory, state_file)
@@ -390,9 +394,11 @@ class Checkpointer:
         methods = {'auto': ['last', 'best', 'init']}.get(method, [method])
         return self._load_first(session, methods, drop_source_layers, load_cudnn)
 
-    def load_for_evaluation(self, session, method, announce=True):
-        """Load the checkpoint `method` picks; log which unless not `announce` (it was said already)."""
-        methods = {'auto': ['best', 'last']}.get(method, [method])
+    def load_for_evaluation(self, session, method, average_first=False, announce=True):
+        """Load the checkpoint `method` picks ('auto': the weight average first if `average_first`, a run
+        with --ema_decay delivering it, then best_dev, then the last); log which unless not `announce` (it was
+        said already)."""
+        methods = {'auto': ['ema'] * average_first + ['best', 'last']}.get(method, [method])
         return self._load_first(session, methods, announce=announce)
 
     def reload_best(self, session):
@@ -536,6 +542,7 @@ def open_checkpoint(settings, dist, announce=True):
     checkpointer = Checkpointer.from_settings(settings.checkpoints, dist)
     broadcast = dist.broadcast_op()
     with create_session(dist, settings.session) as session:
-        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate, announce=announce)
+        checkpointer.load_for_evaluation(session, settings.checkpoints.load_evaluate,
+                                         average_first=bool(settings.training.ema_decay), announce=announce)
         session.run(broadcast)
         yield session

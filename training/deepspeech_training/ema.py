@@ -17,13 +17,10 @@ import os
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from .checkpoint_names import BEST_DEV, BEST_STATE
+from .checkpoint_names import BEST_DEV, BEST_STATE, EMA_FOLDER
 from .checkpoints import (SAVED_APART, name_alone, op_error_cause, read_state, remove_partial,
                           remove_superseded, save_or_stop, saved_variables, step_of)
 from .util.logging import log_info, log_warn
-
-FOLDER = 'ema'
-
 
 class WeightAverage:
     """The average in the graph: the train op that updates it after each step and its variables by the
@@ -45,7 +42,7 @@ class WeightAverageSaver:
 
     def __init__(self, average, load_dir, save_dir, dist):
         self.average, self.dist = average, dist
-        self.load_dir, self.save_dir = os.path.join(load_dir, FOLDER), os.path.join(save_dir, FOLDER)
+        self.load_dir, self.save_dir = os.path.join(load_dir, EMA_FOLDER), os.path.join(save_dir, EMA_FOLDER)
         self.flags_dir = save_dir
         layout = {variable.op.name: variable for variable in saved_variables()}
         layout.update(average.shadows)      # the averages in place of the weights: a model checkpoint

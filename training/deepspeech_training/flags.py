@@ -154,8 +154,9 @@ def create_flags(flag_values=FLAGS):
     f.DEFINE_integer('max_to_keep', 5, 'how many train checkpoints to keep', lower_bound=1)
     f.DEFINE_enum('load_train', 'auto', LOAD_METHODS, 'what to start training from: "last" train checkpoint, '
                   '"best" dev checkpoint, "init" fresh weights, "auto" = last, else best, else init')
-    f.DEFINE_enum('load_evaluate', 'auto', LOAD_METHODS[:3], 'what to test/export: "best", "last", or '
-                  '"auto" = best, else last')
+    f.DEFINE_enum('load_evaluate', 'auto', LOAD_METHODS[:3] + ['ema'], 'what to test/export/transcribe: "best", '
+                  '"last", "ema" (--ema_decay\'s weight average, <checkpoint_dir>/ema), or "auto" = with --ema_decay '
+                  'the weight average, else best, else last')
     f.DEFINE_integer('drop_source_layers', 0, 'transfer learning: re-initialise this many of the last layers '
                      '(1 = layer_6, 2 = layers 5 and 6, ...) instead of loading them', lower_bound=0, upper_bound=5)
     f.DEFINE_boolean('load_cudnn', False, 'load a checkpoint trained with cuDNN (as the DeepSpeech 0.9 and Coqui STT '
