@@ -3,6 +3,7 @@ current step, SIGKILL at any moment leaves the checkpoint directory loadable, a 
 rank ends the whole job. Every run is bounded by a timeout that kills its whole process group."""
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -200,6 +201,32 @@ def test_the_cosine_schedule_after_a_mid_epoch_stop_and_rerun_is_that_of_one_uni
     assert [resumed[step] for step in sorted(resumed)] == [whole[step] for step in sorted(whole)]
     rates = [whole[step] for step in sorted(whole)]
     assert rates[0] == pytest.approx(0.001) and rates == sorted(rates, reverse=True) and rates[-1] < 0.001 * 0.05
+
+
+# A hang guard, far above the 1-3 s a stop takes, and under the 30 s grace Slurm often gives after its SIGTERM.
+STOP_BOUND = 20
+
+
+def test_sigterm_at_random_moments_exits_promptly_and_each_run_resumes_from_the_last(corpus, tmp_path):
+    """Ten runs of the small-corpus recipe, each SIGTERMed at a random moment of its first seconds of training
+    (a step, validation, a save, an epoch's boundary): each exits 143 within STOP_BOUND with a loadable train
+    checkpoint of the step it stopped at, where the next run starts. Closing the session once waited for
+    tf.data's autotuning thread of the idle validation iterator, up to 30 s and more (feeding.py,
+    without_autotune_model)."""
+    moments = random.Random(44)
+    flags = ['--flagfile', os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')] + train_flags(
+        corpus, tmp_path, '--dev_files', corpus / 'dev.csv')
+    start = 0
+    for number in range(10):
+        run = Run(deepspeech_command(*flags), tmp_path / 'log-{}'.format(number))
+        run.wait_for('STARTING Optimization')
+        time.sleep(moments.uniform(0, 6))
+        run.process.send_signal(signal.SIGTERM)
+        assert run.wait(STOP_BOUND) == 143, run.output()[-5000:]
+        assert start_step(run.output()) == start, run.output()[-5000:]
+        step, path = re.search(r'Interrupted at global step (\d+), saved (\S+)', run.output()).groups()
+        assert state(tmp_path / 'checkpoints') == path and load_and_read(path) == int(step)
+        start = int(step)
 
 
 def test_horovod_signal_stops_all_ranks_at_the_same_step(corpus, tmp_path):

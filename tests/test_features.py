@@ -5,7 +5,7 @@ import tensorflow.compat.v1 as tfv1
 
 from deepspeech_training.data.audio import AudioError, read_audio
 from deepspeech_training.config import N_CONTEXT, N_INPUT, settings_from_args
-from deepspeech_training.data.feeding import audio_to_features, create_overlapping_windows, frame_count
+from deepspeech_training.data.feeding import audio_to_features, create_dataset, create_overlapping_windows, frame_count
 
 CONFIG = settings_from_args(["--n_hidden", 8]).model   # 16 kHz, 32 ms windows, 20 ms steps
 
@@ -78,3 +78,13 @@ def test_each_horovod_rank_sees_only_the_gpu_of_its_local_rank():
     rank.local_rank, rank.local_size = 1, 2
     assert session_config(visible_gpu=rank.visible_gpu()).gpu_options.visible_device_list == '1'
     assert session_config(visible_gpu=distributed.Single().visible_gpu()).gpu_options.visible_device_list == ''
+
+
+# (graph mode reads the options set by with_options, the ones its iterators run with)
+@pytest.mark.filterwarnings('ignore:To make it possible to preserve tf.data options')
+def test_input_pipeline_has_no_autotuning_thread_to_wait_for_at_session_close():
+    """tf.data's autotuning model thread could keep a closing session waiting up to 30 s and more after a
+    SIGTERM (issue 44; the timing guard is in test_faults.py, whose short runs stay under that wait)."""
+    with tfv1.Graph().as_default():
+        dataset, _, _ = create_dataset([], lambda epoch: [], 1, CONFIG)
+        assert dataset.options().autotune.enabled is False

@@ -179,5 +179,17 @@ def create_dataset(records, plan_fn, batch_size, config, audio_reader=read_audio
     dataset = (dataset.map(to_features, num_parallel_calls=tf.data.AUTOTUNE)
                .padded_batch(batch_size, padded_shapes=([], [], [None, config.n_input], [], [None], []))
                .map(to_windows, num_parallel_calls=tf.data.AUTOTUNE)
-               .prefetch(tf.data.AUTOTUNE))
+               .prefetch(tf.data.AUTOTUNE)
+               .with_options(without_autotune_model()))
     return dataset, epoch, first_batch
+
+
+def without_autotune_model():
+    """Options without tf.data's autotuning model. Its thread (one per iterator) can miss the session's
+    cancellation in TensorFlow 2.15 and sleep out its optimisation period, which doubles as the run goes on:
+    closing the session (an iterator's end joins that thread) then waited for it, up to 18 s measured after
+    a SIGTERM, over 30 s in issue 44 (tests/test_faults.py). Without the model, AUTOTUNE means one call per
+    core and a prefetch buffer that grows when the trainer finds it empty; the batches are the same."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return options
