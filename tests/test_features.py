@@ -5,7 +5,8 @@ import tensorflow.compat.v1 as tfv1
 
 from deepspeech_training.data.audio import AudioError, read_audio
 from deepspeech_training.config import Config, N_CONTEXT, N_INPUT
-from deepspeech_training.data.feeding import audio_to_features, create_overlapping_windows, frame_count
+from deepspeech_training.data.audio import frame_count
+from deepspeech_training.data.feeding import audio_to_features, create_overlapping_windows
 
 CONFIG = Config(alphabet=None, n_input=N_INPUT, n_context=N_CONTEXT, audio_window_samples=512,
                 audio_step_samples=320, n_hidden=8, n_classes=29)
