@@ -68,7 +68,9 @@ def read_checked_audio(record_audio, record, config):
         if record.offset is not None:
             return record_audio.samples(record, config.sample_rate, config.normalize_sample_rate)
         data = record_audio.raw(record)[1]
-        audio = record_audio.file_reader(io.BytesIO(data), config.sample_rate, config.normalize_sample_rate)
+        audio_file = io.BytesIO(data)
+        audio_file.name = record.audio_path      # (what a reader of paths may name it by)
+        audio = record_audio.file_reader(audio_file, config.sample_rate, config.normalize_sample_rate)
         problem = check_read(record, data, audio, config)
         if problem:
             raise AudioError(problem[1])

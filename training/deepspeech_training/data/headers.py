@@ -122,14 +122,19 @@ def path_key(path):
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), 'little')
 
 
-STAMP_FIELDS = ('size', 'mtime_ns', 'ctime_ns')
 HEADER_FIELDS = ('sample_rate', 'channels', 'frames')
-# The columns of cache entries: a file's key, stamp and header, 38 bytes (a million entries: 38 MB per rank);
-# a file of 4 GiB or more, or of 2^32 frames or more, is not cached (read on every start).
-ENTRY = {'keys': np.uint64, 'size': np.uint32, 'mtime_ns': np.int64, 'ctime_ns': np.int64, 'sample_rate': np.int32,
-         'channels': np.int16, 'frames': np.uint32}
+# The columns of cache entries: a file's key, size, times (`times_digest`) and header, 30 bytes (a million
+# entries: 30 MB per rank); a file of 4 GiB or more, or of 2^32 frames or more, is not cached (read each start).
+ENTRY = {'keys': np.uint64, 'size': np.uint32, 'times': np.uint64, 'sample_rate': np.int32, 'channels': np.int16,
+         'frames': np.uint32}
 DIR_FIELDS = ('dir_keys', 'dir_mtime_ns', 'dir_ctime_ns')
 STALE = 'stale'         # headers-<hash>.stale: a file of the CSV changed in place since it was cached
+
+
+def times_digest(mtimes_ns, ctimes_ns):
+    """One 64-bit number of files' modification and change times (arrays; a change of either changes it but with
+    a chance of 2^-64): 8 bytes a cache entry instead of 16."""
+    return np.asarray(mtimes_ns).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.asarray(ctimes_ns).astype(np.uint64)
 
 
 def dir_stamp(stat):
@@ -144,8 +149,8 @@ class HeaderCache:
     checked files (`headers-<hash of the CSV's path>.<rank>.npz`: each rank writes what it checked itself,
     nothing is gathered), and every rank looks up its share of all of them.
 
-    Each file holds the entries (key, stamp: size, mtime, ctime; header) of the audio one rank checked in one
-    run, and the stamp of every folder holding them, taken before the files were read. A later run trusts an
+    Each file holds the entries (key, size, a digest of mtime and ctime, header) of the audio one rank checked
+    in one run, and the stamp of every folder holding them, taken before the files were read. A later run trusts an
     entry without a stat while its folder's stamp is what every cache file recorded (no entry added, removed or
     renamed there since: `dir_stamp`); in any other folder it stats the file and trusts the entry only while
     the file's stamp is unchanged, else reads the header again. A file rewritten in place (same name, same
@@ -157,12 +162,11 @@ class HeaderCache:
     def __init__(self, cache_dir, sources, rank=0, size=1):
         self.cache_dir, self.rank, self.size, self.sources = cache_dir, rank, size, sources
         self.stale = [source for source in sources if os.path.exists(self.path(source, STALE, ''))]
-        self.recorded, tables = {}, []     # recorded: folder key -> stamp, None where cache files disagree
+        self.recorded, self.tables = {}, []     # recorded: folder key -> stamp, None where cache files disagree
         self.own_dirs = {}      # source -> the folder stamps of this rank's own cache file
         for source in sources:
-            tables += self._load_all(source)
-        self.table = _merge(tables)
-        self.used = np.zeros(len(self.table['keys']), bool)     # entries this run found valid (kept when saving)
+            self.tables += self._load_all(source)
+        self.used = [np.zeros(len(table['keys']), bool) for table in self.tables]   # entries found valid this run
         self.dirs = {}          # folder (bytes) -> (key, stamp now, trusted), as first met this run
         self.new = []           # (source ids, or None for the one source, entries) of files read this run
 
@@ -180,7 +184,7 @@ class HeaderCache:
             if loaded is None:
                 continue
             table, dirs = loaded
-            tables.append(table)
+            tables.append(_sorted(table))
             for key, stamp in dirs.items():
                 self.recorded[key] = stamp if self.recorded.get(key, stamp) == stamp else None
             if name == os.path.basename(self.path(source, self.rank)):
@@ -191,7 +195,10 @@ class HeaderCache:
         try:
             with np.load(path, allow_pickle=False) as data:
                 mine = data['keys'] % np.uint64(self.size) == self.rank
-                table = {name: data[name][mine].astype(dtype, copy=False) for name, dtype in ENTRY.items()}
+                table = {name: data[name][mine].astype(dtype, copy=False) for name, dtype in ENTRY.items()
+                         if name != 'times'}
+                table['times'] = (data['times'][mine] if 'times' in data.files else     # (or an earlier version's)
+                                  times_digest(data['mtime_ns'][mine], data['ctime_ns'][mine]))
                 dirs = ({} if DIR_FIELDS[0] not in data.files else
                         dict(zip(data[DIR_FIELDS[0]].tolist(), zip(*(data[name].tolist() for name in DIR_FIELDS[1:])))))
                 return table, dirs
@@ -213,17 +220,34 @@ class HeaderCache:
         return self.dirs[folder][2]
 
     def lookup(self, keys):
-        """(found, rows) of `keys` (sorted, or not) in the table: rows index it where found."""
-        table_keys = self.table['keys']
-        if not len(table_keys):
-            return np.zeros(len(keys), bool), np.zeros(len(keys), np.int64)
-        rows = np.minimum(np.searchsorted(table_keys, keys), len(table_keys) - 1)
-        return table_keys[rows] == keys, rows
+        """(found, entries, places) of `keys`: where each is cached, its entry's columns there, and where in the
+        cache files' tables it is (for use()). Of a key in two files, the later file's entry counts."""
+        n = len(keys)
+        found, places = np.zeros(n, bool), (np.zeros(n, np.int32), np.zeros(n, np.int64))
+        entries = {name: np.zeros(n, dtype) for name, dtype in ENTRY.items()}
+        for number in reversed(range(len(self.tables))):
+            table_keys = self.tables[number]['keys']
+            if not len(table_keys):
+                continue
+            rows = np.minimum(np.searchsorted(table_keys, keys), len(table_keys) - 1)
+            hit = ~found & (table_keys[rows] == keys)
+            found |= hit
+            places[0][hit], places[1][hit] = number, rows[hit]
+            for name, column in self.tables[number].items():
+                entries[name][hit] = column[rows[hit]]
+        return found, entries, places
+
+    def use(self, places):
+        """The entries at `places` (of lookup()) are valid this run: kept when the cache file is written."""
+        numbers, rows = places
+        for number in np.unique(numbers):
+            self.used[number][rows[numbers == number]] = True
 
     def add(self, source_ids, keys, stamps, headers):
         """Files read this run: `stamps` [n, 3] (size, mtime, ctime), `headers` [n, 3] (rate, channels, frames)."""
         small = (stamps[:, 0] < 1 << 32) & (headers[:, 2] < 1 << 32)
-        entries = dict(zip(STAMP_FIELDS, stamps[small].T), **dict(zip(HEADER_FIELDS, headers[small].T)), keys=keys[small])
+        entries = dict(zip(HEADER_FIELDS, headers[small].T), keys=keys[small], size=stamps[small, 0],
+                       times=times_digest(stamps[small, 1], stamps[small, 2]))
         self.new.append((source_ids[small] if len(self.sources) > 1 else None,
                          {name: entries[name].astype(dtype) for name, dtype in ENTRY.items()}))
 
@@ -237,7 +261,8 @@ class HeaderCache:
             if not any(len(part['keys']) for part in fresh) and self.own_dirs.get(source) == dirs \
                     and source not in self.stale:
                 continue
-            self._write(source, [_take(self.table, self.used)] + fresh, dirs)
+            kept = [_take(table, used) for table, used in zip(self.tables, self.used)]
+            self._write(source, kept + fresh, dirs)
             if self.rank == 0:      # the files of ranks a smaller run no longer has would hold stale folder stamps
                 for name in fnmatch.filter(os.listdir(self.cache_dir), os.path.basename(self.path(source, '*'))):
                     rank = name.rsplit('.', 2)[1]
@@ -297,18 +322,12 @@ def _write_npz(file, columns):
                     member.write(np.ascontiguousarray(part).tobytes())
 
 
-def _merge(tables):
-    """One table of entries sorted by key (the last of equal keys kept), from several (emptied as they are
-    joined: the peak is the tables and one column more)."""
-    tables = [t for t in tables if len(t['keys'])]
-    if not tables:
-        return {name: np.zeros(0, dtype) for name, dtype in ENTRY.items()}
-    merged = {}
-    for name in ENTRY:
-        merged[name] = np.concatenate([t.pop(name) for t in tables]) if len(tables) > 1 else tables[0][name]
-    keys = merged['keys']
-    if (keys[1:] > keys[:-1]).all():        # (the entries of one file, or those one run read: in key order)
-        return merged
+def _sorted(table):
+    """`table` sorted by key, the last of equal keys kept (a file written in parts: the entries kept from the
+    earlier file, then those read)."""
+    keys = table['keys']
+    if (keys[1:] > keys[:-1]).all():
+        return table
     order = np.argsort(keys, kind='stable')
     keys = keys[order]
-    return _take(merged, order[np.append(keys[1:] != keys[:-1], True)])
+    return _take(table, order[np.append(keys[1:] != keys[:-1], True)])

@@ -31,7 +31,7 @@ import tensorflow.compat.v1 as tfv1
 
 from .audio import frame_count
 from .headers import (EMPTY, HEAD_BYTES, MISSING, NOT_AUDIO, UNREADABLE,  # noqa: F401 (kinds)
-                      HEADER_FIELDS, STAMP_FIELDS, Header, HeaderCache, path_key, read_header, stamp, wav_header)
+                      HEADER_FIELDS, Header, HeaderCache, path_key, read_header, stamp, times_digest, wav_header)
 from ..util.gc_pause import gc_paused
 from ..util.text import ctc_min_frames
 from ..util.logging import Progress, log_info, log_warn
@@ -184,18 +184,16 @@ class AudioCheck:
         `headers`. Every folder is stamped here, before any of its files is read."""
         cache = self.cache
         folders = np.array([cache.folder_trusted(path.rpartition(b'/')[0]) for path in paths], bool)
-        found, rows = cache.lookup(keys)
+        found, entries, places = cache.lookup(keys)
         trusted = found & folders
         to_stat = np.flatnonzero(found & ~trusted)
-        stamps = np.array(_pooled(_file_stamp, [paths[i] for i in to_stat], self.workers), np.int64)
-        same = np.ones(len(to_stat), bool)
-        for column, name in enumerate(STAMP_FIELDS):
-            same &= stamps.reshape(-1, len(NO_STAMP))[:, column] == cache.table[name][rows[to_stat]]
+        stamps = np.array(_pooled(_file_stamp, [paths[i] for i in to_stat], self.workers), np.int64).reshape(-1, 3)
+        same = (stamps[:, 0] == entries['size'][to_stat]) & \
+            (times_digest(stamps[:, 1], stamps[:, 2]) == entries['times'][to_stat])
         hit = trusted.copy()
         hit[to_stat[same]] = True
-        entries = rows[hit]
-        headers[:, hit] = [cache.table[name][entries] for name in HEADER_FIELDS + ('size',)]
-        cache.used[entries] = True
+        headers[:, hit] = [entries[name][hit] for name in HEADER_FIELDS + ('size',)]
+        cache.use((places[0][hit], places[1][hit]))
         self.cached, self.unstatted = self.cached + int(hit.sum()), self.unstatted + int(trusted.sum())
         return hit
 
