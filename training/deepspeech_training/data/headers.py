@@ -128,7 +128,7 @@ HEADER_FIELDS = ('sample_rate', 'channels', 'frames')
 ENTRY = {'keys': np.uint64, 'size': np.uint32, 'times': np.uint64, 'sample_rate': np.int32, 'channels': np.int16,
          'frames': np.uint32}
 DIR_FIELDS = ('dir_keys', 'dir_mtime_ns', 'dir_ctime_ns')
-STALE = 'stale'         # headers-<hash>.stale: a file of the CSV changed in place since it was cached
+STALE = 'stale'         # audio-headers-<hash>.stale: a file of the CSV changed in place since it was cached
 
 
 def times_digest(mtimes_ns, ctimes_ns):
@@ -146,8 +146,9 @@ def dir_stamp(stat):
 class HeaderCache:
     """The headers of a CSV's audio files as earlier runs read them, so a second run of a large corpus
     neither reads nor stats its files. In `cache_dir` (--data_cache_dir), per CSV, one file per rank that
-    checked files (`headers-<hash of the CSV's path>.<rank>.npz`: each rank writes what it checked itself,
-    nothing is gathered), and every rank looks up its share of all of them.
+    checked files (`audio-headers-<hash of the CSV's path>.<rank>.npz`; an earlier version's headers-*.npz are
+    not read): each rank writes what it checked itself, nothing is gathered, and every rank looks up its share
+    of all of them.
 
     Each file holds the entries (key, size, a digest of mtime and ctime, header) of the audio one rank checked
     in one run, and the stamp of every folder holding them, taken before the files were read. A later run trusts an
@@ -195,10 +196,7 @@ class HeaderCache:
         try:
             with np.load(path, allow_pickle=False) as data:
                 mine = data['keys'] % np.uint64(self.size) == self.rank
-                table = {name: data[name][mine].astype(dtype, copy=False) for name, dtype in ENTRY.items()
-                         if name != 'times'}
-                table['times'] = (data['times'][mine] if 'times' in data.files else     # (or an earlier version's)
-                                  times_digest(data['mtime_ns'][mine], data['ctime_ns'][mine]))
+                table = {name: data[name][mine].astype(dtype, copy=False) for name, dtype in ENTRY.items()}
                 dirs = ({} if DIR_FIELDS[0] not in data.files else
                         dict(zip(data[DIR_FIELDS[0]].tolist(), zip(*(data[name].tolist() for name in DIR_FIELDS[1:])))))
                 return table, dirs
@@ -303,7 +301,7 @@ def mark_stale(cache_dir, source):
 
 def cache_path(cache_dir, source, rank, suffix='.npz'):
     name = hashlib.blake2b(os.path.abspath(source).encode('utf-8', 'surrogateescape'), digest_size=12).hexdigest()
-    return os.path.join(cache_dir, 'headers-{}.{}{}'.format(name, rank, suffix))
+    return os.path.join(cache_dir, 'audio-headers-{}.{}{}'.format(name, rank, suffix))
 
 
 def _take(table, selection):
