@@ -146,13 +146,14 @@ def test_over_http_start_up_takes_a_few_requests_whatever_the_samples(containers
 
 
 def test_the_sample_index_of_100k_csv_rows_stays_under_100_bytes_a_sample(tmp_path, alphabet):
-    """Columns, not objects: 44 bytes of numbers a sample plus its path and labels (one byte a character)."""
+    """Columns, not objects: 18 bytes of numbers a sample (a CSV's: no offsets) plus its path and labels (one byte
+    a character)."""
     records = read_records([write_csv(tmp_path / 'train.csv', 100000, lambda n: 'w/{:07d}.wav'.format(n))],
                            alphabet)
     columns = records.columns
     assert columns.nbytes / len(records) <= MAX_BYTES_PER_SAMPLE, columns.nbytes / len(records)
     fixed = (columns.nbytes - len(columns.path_data) - columns.labels.nbytes) / len(records)
-    assert fixed <= 48, fixed
+    assert fixed <= 18, fixed
     sample = records[54321]
     assert (sample.audio_path, sample.transcript, sample.row) == (
         str(tmp_path / 'w' / '0054321.wav'), transcript(54321), 54321 + 2)
@@ -174,7 +175,8 @@ def headers_read(output):
     return int(re.search(r'(\d+) file header\(s\) read', output).group(1))
 
 
-def test_the_header_cache_trusts_unchanged_folders_and_names_files_replaced_or_removed_there(tmp_path, alphabet, capsys):
+def test_the_header_cache_trusts_unchanged_folders_and_names_files_replaced_or_removed_there(
+        tmp_path, alphabet, capsys):
     source, cache = copy_corpus(tmp_path / 'corpus', 300), str(tmp_path / 'cache')
     start_up(source, alphabet, cache)
     assert headers_read(capsys.readouterr().out) == 300
@@ -214,8 +216,9 @@ def test_a_file_rewritten_in_place_is_named_when_a_batch_reads_it_and_the_next_s
     assert len(read_checked_audio(reader, records[0], config(alphabet, cache))) > 0
     with pytest.raises(AudioError) as error:
         read_checked_audio(reader, record, config(alphabet, cache))
-    assert str(error.value).startswith('audio changed during training: {} row 13: {}: the file is cut short: its '
-                                       'header announces 1.46 s of audio, its 2000 bytes hold 0.06 s'.format(source, short))
+    assert str(error.value).startswith(
+        'audio changed during training: {} row 13: {}: the file is cut short: its header announces 1.46 s of audio, '
+        'its 2000 bytes hold 0.06 s'.format(source, short))
     with pytest.raises(DataError) as error:
         start_up(source, alphabet, cache)
     assert "1 file header(s) read, 19 known unchanged from the cache in {} (0 in unchanged folders".format(cache) \

@@ -134,7 +134,8 @@ STALE = 'stale'         # audio-headers-<hash>.stale: a file of the CSV changed 
 def times_digest(mtimes_ns, ctimes_ns):
     """One 64-bit number of files' modification and change times (arrays; a change of either changes it but with
     a chance of 2^-64): 8 bytes a cache entry instead of 16."""
-    return np.asarray(mtimes_ns).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.asarray(ctimes_ns).astype(np.uint64)
+    mtimes, ctimes = np.asarray(mtimes_ns).astype(np.uint64), np.asarray(ctimes_ns).astype(np.uint64)
+    return mtimes * np.uint64(0x9E3779B97F4A7C15) + ctimes
 
 
 def dir_stamp(stat):

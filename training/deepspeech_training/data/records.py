@@ -4,7 +4,7 @@ rank, measured at 1M samples: GUIDE.md section 6). A sample becomes a `SampleRec
 used (a batch, a message, a report).
 
 `Columns` hold the samples of some sources in the order read; a `Records` is a view of them: an array
-of positions (sorted by size, limited, without the invalid ones), so sorting and filtering copy 8 bytes
+of positions (sorted by size, limited, without the invalid ones), so sorting and filtering copy 4 bytes
 a sample, never the paths or labels. Paths are kept as the CSV wrote them (one UTF-8 blob, NUL after
 each), labels packed in one array (uint8 for alphabets of up to 256 labels); transcripts are not kept:
 they are the labels decoded (the alphabet encodes one label per character, so that is exact).
@@ -186,7 +186,8 @@ class Columns:
             if name in CONTAINED_COLUMNS and all(c[name] is None for c in chunks):
                 setattr(self, name, np.broadcast_to(np.array(-1, dtype), (count,)))    # a CSV's: -1, none stored
             else:
-                column = _concat([np.full(c['count'], -1, dtype) if c[name] is None else c[name] for c in chunks], dtype)
+                column = _concat([np.full(c['count'], -1, dtype) if c[name] is None else c[name] for c in chunks],
+                                 dtype)
                 for c in chunks:
                     del c[name]
                 setattr(self, name, _narrow(column) if name == 'sizes' else column)
@@ -211,8 +212,9 @@ class Columns:
 
 
 # The per-sample columns and their types (a row number or entry length fits 32 bits, an offset may not; sizes
-# are 32 bits while they fit); besides, source_ids are 16 bits for up to 65,536 sources. The ends of paths and labels are 32 bits while their blob
-# is under 2 GB. Columns of a CSV's samples hold no offsets or lengths: CONTAINED_COLUMNS are a view of -1.
+# are 32 bits while they fit); besides, source_ids are 16 bits for up to 65,536 sources, the ends of paths and
+# labels 32 bits while their blob is under 2 GB. Columns of a CSV's samples hold no offsets or lengths:
+# CONTAINED_COLUMNS are a view of -1.
 COLUMN_TYPES = {'rows': np.int32, 'sizes': np.int64, 'offsets': np.int64, 'lengths': np.int32}
 CONTAINED_COLUMNS = ('offsets', 'lengths')
 
