@@ -13,8 +13,9 @@ DS_STARTUP_REPORT and DS_STARTUP_EXIT=1, so each rank writes util/startup.py's r
 and exits. Per configuration (size x source x storage x ranks), from the slowest rank's report:
   * seconds from process start to the first step, split into import, read sources, validation, planning,
     graph and first batch (horovodrun's own start is outside: "wall" is launch to exit);
-  * peak RSS (the largest rank), per sample, and per sample added to the configuration's smallest corpus
-    (what a sample costs, without the ~0.6 GB a process starts with);
+  * peak RSS at the first step (the largest rank), per sample, and per sample added to the configuration's
+    smallest corpus (what a sample costs, without the ~0.6 GB a process starts with), beside the sample index
+    the trainer keeps (bytes a sample, measured in process) and the phase by whose end the peak was reached;
   * read calls and bytes (/proc/self/io syscr, rchar: reads of files and pipes; a socket's receives, as
     HTTP's, are not reads there: the requests column counts those) of that rank;
   * HTTP requests (all ranks) for the http storage: a local server here answering Range requests.
@@ -59,7 +60,8 @@ COLUMNS = ([('configuration', 'label', '{}'), ('n', 'n', '{:.0f}')]
            + [(phase, 'phase_' + key, '{:.2f}') for phase, key in zip(startup.PHASES, PHASE_KEYS)]
            + [('total s', 'total_s', '{:.2f}'), ('wall s', 'wall_s', '{:.1f}'), ('RSS MB', 'rss_mb', '{:.0f}'),
               ('B/sample', 'rss_bytes_per_sample', '{:.0f}'),
-              ('B/added sample', 'rss_bytes_per_added_sample', '{:.0f}'), ('read calls', 'read_calls', '{:.0f}'),
+              ('B/added sample', 'rss_bytes_per_added_sample', '{:.0f}'), ('index B/sample', 'index_bytes', '{:.0f}'),
+              ('peak by', 'peak_phase', '{}'), ('read calls', 'read_calls', '{:.0f}'),
               ('read MB', 'read_mb', '{:.1f}'), ('requests', 'requests', '{:.0f}')])
 GROWTH = [('total_s', 'total'), ('phase_read_sources', 'read'), ('phase_validation', 'valid'),
           ('phase_planning', 'plan'), ('rss_mb', 'RSS'), ('read_calls', 'calls'), ('read_mb', 'read MB'),
@@ -193,7 +195,9 @@ def summarise(reports, n):
     slowest = max(reports, key=lambda r: r['seconds_to_first_step'])
     rss = max(r['peak_rss_mb'] for r in reports)
     result = {'phase_' + key: slowest['phases'].get(phase) for phase, key in zip(startup.PHASES, PHASE_KEYS)}
+    peaks = max(reports, key=lambda r: r['peak_rss_mb'])['peak_rss_mb_after']
     result.update(total_s=slowest['seconds_to_first_step'], rss_mb=rss, rss_bytes_per_sample=rss * 2 ** 20 / n,
+                  peak_phase=next(phase for phase, mb in peaks.items() if mb >= rss),
                   read_calls=slowest['io'].get('syscr'), read_mb=slowest['io'].get('rchar', 0) / 1e6)
     return result
 
@@ -257,6 +261,25 @@ def plan_pass(source, repeats):
         return time.perf_counter() - started
     return dict(n=len(records), **{key: statistics.median(seconds(plan, epoch) for epoch in range(1, repeats + 1))
                                    for key, plan in plans.items()})
+
+
+def index_bytes(files):
+    """In process: bytes a sample of the sample index the trainer keeps of `files` (records.Columns and the
+    sorted view's positions: what stays of reading the sources, against which the peak is compared)."""
+    from deepspeech_training.data.samples import read_sources
+    from deepspeech_training.util.text import load_alphabet
+    records = read_sources(files.split(','), load_alphabet(os.path.join(ROOT, 'data', 'alphabet.txt')))
+    return (records.columns.nbytes + records.positions.nbytes) / len(records)
+
+
+def measured_index(n, source, args):
+    """index_bytes() of the corpus of `n` samples as `source`, in a process of its own."""
+    files = ','.join(os.path.join(args.work_dir, f) for f in scale_corpus.train_files(args.work_dir, source, n,
+                                                                                      args.shard_size))
+    output = subprocess.run([sys.executable, os.path.abspath(__file__), '--index_pass', files], cwd=ROOT, check=True,
+                            stdout=subprocess.PIPE, universal_newlines=True, timeout=args.timeout,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')).stdout
+    return float(output.splitlines()[-1])
 
 
 def timed_plans(n, args):
@@ -343,6 +366,7 @@ def parse_args(argv):
                         'no planning pass (at 1M it reads the records for minutes)')
     parser.add_argument('--timeout', type=float, default=3600, help='seconds before a run is killed')
     parser.add_argument('--plan_pass', help=argparse.SUPPRESS)     # internal: one size's planning, in process
+    parser.add_argument('--index_pass', help=argparse.SUPPRESS)    # internal: one corpus's index, in process
     return parser.parse_args(argv)
 
 
@@ -376,7 +400,7 @@ def write_report(args, rows, plans, disk, loads, started):
     text = '\n'.join([table(rows, COLUMNS), '', growth_table(fits, GROWTH), '']
                      + planning_lines(plans, plan_fit, args.plan_source) + [footer])
     report = dict(machine=dict(cpus=os.cpu_count(), load_average_before=loads[0], load_average_after=loads[1]),
-                  settings={k: v for k, v in vars(args).items() if k != 'plan_pass'},
+                  settings={k: v for k, v in vars(args).items() if k not in ('plan_pass', 'index_pass')},
                   corpus=dict(work_dir=args.work_dir, bytes={str(n): d for n, d in disk.items()}),
                   results=rows, growth=fits, planning=dict(results=plans, growth=plan_fit),
                   total_s=time.time() - started)
@@ -392,6 +416,9 @@ def main(argv=None):
     if args.plan_pass:
         print(json.dumps(plan_pass(args.plan_pass, args.plan_epochs)))
         return 0
+    if args.index_pass:
+        print(index_bytes(args.index_pass))
+        return 0
     if 'sshfs' in args.storages:
         from tests.helpers import netns_sshfs
         reason = netns_sshfs.unavailable()
@@ -406,6 +433,9 @@ def main(argv=None):
     with contextlib.ExitStack() as stack:
         storages = Storages(args.work_dir, args.out_dir, args.rtt, stack)
         rows = [measure(config, args, storages, dev_csv) for config in configurations(args)]
+    indexes = {(n, source): measured_index(n, source, args) for n, source in {(r['n'], r['source']) for r in rows}}
+    for row in rows:
+        row['index_bytes'] = indexes[row['n'], row['source']]
     text = write_report(args, rows, plans, disk, (load_before, os.getloadavg()), started)
     print()
     print(text)

@@ -94,7 +94,7 @@ def flops_per_frame(n_hidden, n_classes=29):
 
 
 def frame_count(n_samples):
-    """MFCC frames of `n_samples` audio samples (as data/feeding.py's frame_count)."""
+    """MFCC frames of `n_samples` audio samples (as data/audio.py's frame_count)."""
     return 1 + (n_samples - WINDOW) // STEP if n_samples >= WINDOW else 0
 
 

@@ -23,7 +23,7 @@ class CountingReader:
         self.paths = []
 
     def __call__(self, path, sample_rate, normalize_sample_rate):
-        self.paths.append(path)
+        self.paths.append(getattr(path, 'name', path))      # (a file's bytes, read once and checked, come named)
         return read_audio(path, sample_rate, normalize_sample_rate)
 
 

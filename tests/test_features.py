@@ -5,7 +5,8 @@ import tensorflow.compat.v1 as tfv1
 
 from deepspeech_training.data.audio import AudioError, read_audio
 from deepspeech_training.config import N_CONTEXT, N_INPUT, settings_from_args
-from deepspeech_training.data.feeding import audio_to_features, create_dataset, create_overlapping_windows, frame_count
+from deepspeech_training.data.audio import frame_count
+from deepspeech_training.data.feeding import audio_to_features, create_dataset, create_overlapping_windows
 
 CONFIG = settings_from_args(["--n_hidden", 8]).model   # 16 kHz, 32 ms windows, 20 ms steps
 

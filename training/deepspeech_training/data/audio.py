@@ -1,5 +1,5 @@
 """Decoding audio (a file, or the bytes of a sample database's sample) into float samples at the feature
-sample rate (soundfile + librosa; Opus through opus.py)."""
+sample rate (soundfile + librosa; Opus through opus.py), and how many feature frames they make."""
 import io
 import threading
 
@@ -48,6 +48,13 @@ def _conform(samples, file_rate, sample_rate, normalize_sample_rate):
                              '--nonormalize_sample_rate)'.format(file_rate, sample_rate))
         samples = librosa.resample(samples, orig_sr=file_rate, target_sr=sample_rate)
     return np.ascontiguousarray(samples, dtype=np.float32)
+
+
+def frame_count(n_samples, config):
+    """Number of MFCC frames AudioSpectrogram makes of `n_samples` audio samples."""
+    if n_samples < config.audio_window_samples:
+        return 0
+    return 1 + (n_samples - config.audio_window_samples) // config.audio_step_samples
 
 
 class RecordAudio:

@@ -8,6 +8,7 @@ not once per epoch (that took ~100 ms, twice an epoch with validation: most of a
 run; measured with benchmarks/small_runs.py --breakdown), and each epoch's first batches are ready
 when it starts. Its batches are all full (a short last batch is padded), so none spans two epochs.
 """
+import io
 import itertools
 
 import numpy as np
@@ -16,6 +17,8 @@ import tensorflow.compat.v1 as tfv1
 
 from . import augmentations
 from .audio import AudioError, RecordAudio, read_audio
+from .headers import mark_stale
+from .validation import check_read
 from .batching import PADDING
 from .sdb import SdbError
 from .tar_shards import ShardError
@@ -52,24 +55,31 @@ def create_overlapping_windows(features, config):
     return tf.signal.frame(padded, config.window_width, 1, axis=1)
 
 
-def frame_count(n_samples, config):
-    """Number of MFCC frames AudioSpectrogram makes of `n_samples` audio samples."""
-    if n_samples < config.audio_window_samples:
-        return 0
-    return 1 + (n_samples - config.audio_window_samples) // config.audio_step_samples
-
-
 # Marks the error of a file that went bad after the validation pass; tf.data hands it on inside an
 # InvalidArgumentError, from which changed_audio_error() takes it back out.
 CHANGED_AUDIO = 'audio changed during training'
 
 
 def read_checked_audio(record_audio, record, config):
+    """The samples of a record's audio, a file's checked as the validation pass checks it (validation.check_read)
+    on the very bytes decoded. A file that changed since the pass or the header cache knew it is named here,
+    before it reaches a batch, and its CSV's header cache marked stale (the next start stats every file)."""
     try:
-        return record_audio.samples(record, config.sample_rate, config.normalize_sample_rate)
+        if record.offset is not None:
+            return record_audio.samples(record, config.sample_rate, config.normalize_sample_rate)
+        data = record_audio.raw(record)[1]
+        audio_file = io.BytesIO(data)
+        audio_file.name = record.audio_path      # (what a reader of paths may name it by)
+        audio = record_audio.file_reader(audio_file, config.sample_rate, config.normalize_sample_rate)
+        problem = check_read(record, data, audio, config)
+        if problem:
+            raise AudioError(problem[1])
+        return audio
     except (AudioError, SdbError, ShardError, OSError) as error:
-        raise AudioError('{}: {} row {}: {}: {} (it passed the check at start: restore the file or remove its row, '
-                         'then rerun the same command to resume from the last checkpoint)'
+        if record.offset is None:
+            mark_stale(config.data_cache_dir, record.source)
+        raise AudioError('{}: {} row {}: {}: {} (it is not what the check at start found: restore the file or remove '
+                         'its row, then rerun the same command to resume from the last checkpoint)'
                          .format(CHANGED_AUDIO, record.source, record.row, record.audio_name, error)) from None
 
 

@@ -6,10 +6,12 @@ A plain PCM WAV file's header is parsed here (`wav_header`): at a million files 
 4 KB read with os.read ~4 us (benchmarks/scale.py). Anything else (other encodings, FLAC, a header
 this walk does not follow) goes to soundfile.info, which decides as before.
 """
+import contextlib
 import fnmatch
 import hashlib
 import os
 import struct
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,85 +122,211 @@ def path_key(path):
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), 'little')
 
 
-STAMP_FIELDS = ('size', 'mtime_ns', 'ctime_ns')
 HEADER_FIELDS = ('sample_rate', 'channels', 'frames')
+# The columns of cache entries: a file's key, size, times (`times_digest`) and header, 30 bytes (a million
+# entries: 30 MB per rank); a file of 4 GiB or more, or of 2^32 frames or more, is not cached (read each start).
+ENTRY = {'keys': np.uint64, 'size': np.uint32, 'times': np.uint64, 'sample_rate': np.int32, 'channels': np.int16,
+         'frames': np.uint32}
+DIR_FIELDS = ('dir_keys', 'dir_mtime_ns', 'dir_ctime_ns')
+STALE = 'stale'         # audio-headers-<hash>.stale: a file of the CSV changed in place since it was cached
+
+
+def times_digest(mtimes_ns, ctimes_ns):
+    """One 64-bit number of files' modification and change times (arrays; a change of either changes it but with
+    a chance of 2^-64): 8 bytes a cache entry instead of 16."""
+    mtimes, ctimes = np.asarray(mtimes_ns).astype(np.uint64), np.asarray(ctimes_ns).astype(np.uint64)
+    return mtimes * np.uint64(0x9E3779B97F4A7C15) + ctimes
+
+
+def dir_stamp(stat):
+    """What says a folder's entries are unchanged: its modification and change times (an entry added, removed
+    or renamed changes both; a file rewritten in place changes neither)."""
+    return stat.st_mtime_ns, stat.st_ctime_ns
 
 
 class HeaderCache:
     """The headers of a CSV's audio files as earlier runs read them, so a second run of a large corpus
-    stats its files instead of reading them. In `cache_dir` (--data_cache_dir), per CSV, one file per rank
-    that read headers (`headers-<hash of the CSV's path>.<rank>.npz`: each rank writes what it read itself,
-    nothing is gathered), and every rank looks up all of them. An entry counts only while the file's stamp
-    (size, mtime, ctime) is unchanged, so a changed or replaced file is read again. A cache file that
-    cannot be read is ignored with a warning (and rewritten)."""
+    neither reads nor stats its files. In `cache_dir` (--data_cache_dir), per CSV, one file per rank that
+    checked files (`audio-headers-<hash of the CSV's path>.<rank>.npz`; an earlier version's headers-*.npz are
+    not read): each rank writes what it checked itself, nothing is gathered, and every rank looks up its share
+    of all of them.
 
-    def __init__(self, cache_dir, sources, rank=0):
-        self.cache_dir, self.rank, self.own = cache_dir, rank, {}
-        tables = [table for source in sources for table in self._load_all(source)]
-        self.table = _merge(tables)
+    Each file holds the entries (key, size, a digest of mtime and ctime, header) of the audio one rank checked
+    in one run, and the stamp of every folder holding them, taken before the files were read. A later run trusts an
+    entry without a stat while its folder's stamp is what every cache file recorded (no entry added, removed or
+    renamed there since: `dir_stamp`); in any other folder it stats the file and trusts the entry only while
+    the file's stamp is unchanged, else reads the header again. A file rewritten in place (same name, same
+    folder) is not seen here: the reader checks every file it reads against its transcript
+    (feeding.read_checked_audio), and a file found changed there marks the CSV's cache stale
+    (`mark_stale`): the next run stats all its files. A cache file that cannot be read is ignored with a
+    warning (and rewritten)."""
 
-    def path(self, source, rank):
-        name = hashlib.blake2b(os.path.abspath(source).encode('utf-8', 'surrogateescape'), digest_size=12).hexdigest()
-        return os.path.join(self.cache_dir, 'headers-{}.{}.npz'.format(name, rank))
+    def __init__(self, cache_dir, sources, rank=0, size=1):
+        self.cache_dir, self.rank, self.size, self.sources = cache_dir, rank, size, sources
+        self.stale = [source for source in sources if os.path.exists(self.path(source, STALE, ''))]
+        self.recorded, self.tables = {}, []     # recorded: folder key -> stamp, None where cache files disagree
+        self.own_dirs = {}      # source -> the folder stamps of this rank's own cache file
+        for source in sources:
+            self.tables += self._load_all(source)
+        self.used = [np.zeros(len(table['keys']), bool) for table in self.tables]   # entries found valid this run
+        self.dirs = {}          # folder (bytes) -> (key, stamp now, trusted), as first met this run
+        self.new = []           # (source ids, or None for the one source, entries) of files read this run
+
+    def path(self, source, rank, suffix='.npz'):
+        return cache_path(self.cache_dir, source, rank, suffix)
 
     def _load_all(self, source):
-        """The tables of `source` written by any rank; this rank's own kept for save()."""
+        """The entries of `source` in this rank's share (key % size), written by any rank; their folders'
+        stamps merged into `recorded`."""
         pattern = os.path.basename(self.path(source, '*'))
         names = fnmatch.filter(os.listdir(self.cache_dir), pattern) if os.path.isdir(self.cache_dir) else []
         tables = []
         for name in sorted(names):
-            table = self._load(os.path.join(self.cache_dir, name))
-            if table is not None:
-                tables.append(table)
-                if name == os.path.basename(self.path(source, self.rank)):
-                    self.own[source] = table
+            loaded = self._load(os.path.join(self.cache_dir, name))
+            if loaded is None:
+                continue
+            table, dirs = loaded
+            tables.append(_sorted(table))
+            for key, stamp in dirs.items():
+                self.recorded[key] = stamp if self.recorded.get(key, stamp) == stamp else None
+            if name == os.path.basename(self.path(source, self.rank)):
+                self.own_dirs[source] = dirs
         return tables
 
-    @staticmethod
-    def _load(path):
+    def _load(self, path):
         try:
             with np.load(path, allow_pickle=False) as data:
-                return {name: data[name] for name in ('keys',) + STAMP_FIELDS + HEADER_FIELDS}
+                mine = data['keys'] % np.uint64(self.size) == self.rank
+                table = {name: data[name][mine].astype(dtype, copy=False) for name, dtype in ENTRY.items()}
+                dirs = ({} if DIR_FIELDS[0] not in data.files else
+                        dict(zip(data[DIR_FIELDS[0]].tolist(), zip(*(data[name].tolist() for name in DIR_FIELDS[1:])))))
+                return table, dirs
         except Exception as error:  # noqa: BLE001 -- whatever a damaged file makes np.load raise
             log_warn('Ignoring the audio header cache {} ({}: {}); the headers are read again and the file '
                      'rewritten'.format(path, type(error).__name__, error))
             return None
 
-    def lookup(self, keys, stamps):
-        """(hit, sample rates, channels, frames) of `keys` with `stamps` [n, 3]: hit False where unknown or changed."""
-        table, n = self.table, len(keys)
-        if not len(table['keys']):
-            return np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
-        found = np.minimum(np.searchsorted(table['keys'], keys), len(table['keys']) - 1)
-        hit = table['keys'][found] == keys
-        for column, name in enumerate(STAMP_FIELDS):
-            hit &= table[name][found] == stamps[:, column]
-        return (hit,) + tuple(table[name][found] for name in HEADER_FIELDS)
+    def folder_trusted(self, folder):
+        """Whether the entries of files in `folder` (bytes) hold without a stat: its stamp now (one stat, the
+        first time a run meets it) is the one every cache file recorded, and no CSV's cache is stale."""
+        if folder not in self.dirs:
+            key = path_key(folder)
+            try:
+                now = dir_stamp(os.stat(folder or b'.'))
+            except OSError:
+                now = None
+            self.dirs[folder] = key, now, not self.stale and now is not None and self.recorded.get(key) == now
+        return self.dirs[folder][2]
 
-    def save(self, source, keys, stamps, headers):
-        """Add to this rank's cache file of `source` its files' `keys` with their `stamps` [n, 3] and `headers`
-        [n, 3] (sample rate, channels, frames) just read."""
-        table = {'keys': np.asarray(keys, np.uint64)}
-        table.update((name, stamps[:, column]) for column, name in enumerate(STAMP_FIELDS))
-        table.update((name, headers[:, column]) for column, name in enumerate(HEADER_FIELDS))
-        table = _merge([self.own[source], table] if source in self.own else [table])
+    def lookup(self, keys):
+        """(found, entries, places) of `keys`: where each is cached, its entry's columns there, and where in the
+        cache files' tables it is (for use()). Of a key in two files, the later file's entry counts."""
+        n = len(keys)
+        found, places = np.zeros(n, bool), (np.zeros(n, np.int32), np.zeros(n, np.int64))
+        entries = {name: np.zeros(n, dtype) for name, dtype in ENTRY.items()}
+        for number in reversed(range(len(self.tables))):
+            table_keys = self.tables[number]['keys']
+            if not len(table_keys):
+                continue
+            rows = np.minimum(np.searchsorted(table_keys, keys), len(table_keys) - 1)
+            hit = ~found & (table_keys[rows] == keys)
+            found |= hit
+            places[0][hit], places[1][hit] = number, rows[hit]
+            for name, column in self.tables[number].items():
+                entries[name][hit] = column[rows[hit]]
+        return found, entries, places
+
+    def use(self, places):
+        """The entries at `places` (of lookup()) are valid this run: kept when the cache file is written."""
+        numbers, rows = places
+        for number in np.unique(numbers):
+            self.used[number][rows[numbers == number]] = True
+
+    def add(self, source_ids, keys, stamps, headers):
+        """Files read this run: `stamps` [n, 3] (size, mtime, ctime), `headers` [n, 3] (rate, channels, frames)."""
+        small = (stamps[:, 0] < 1 << 32) & (headers[:, 2] < 1 << 32)
+        entries = dict(zip(HEADER_FIELDS, headers[small].T), keys=keys[small], size=stamps[small, 0],
+                       times=times_digest(stamps[small, 1], stamps[small, 2]))
+        self.new.append((source_ids[small] if len(self.sources) > 1 else None,
+                         {name: entries[name].astype(dtype) for name, dtype in ENTRY.items()}))
+
+    def save(self):
+        """Write this rank's cache file of each source whose content changed: the entries this run found valid
+        or read, the stamps of the folders this run met (taken before their files were read, so a folder changed
+        during this run is not trusted by the next)."""
+        dirs = {key: now for key, now, _ in self.dirs.values() if now is not None}
+        for source_id, source in enumerate(self.sources):
+            fresh = [entries if ids is None else _take(entries, ids == source_id) for ids, entries in self.new]
+            if not any(len(part['keys']) for part in fresh) and self.own_dirs.get(source) == dirs \
+                    and source not in self.stale:
+                continue
+            kept = [_take(table, used) for table, used in zip(self.tables, self.used)]
+            self._write(source, kept + fresh, dirs)
+            if self.rank == 0:      # the files of ranks a smaller run no longer has would hold stale folder stamps
+                for name in fnmatch.filter(os.listdir(self.cache_dir), os.path.basename(self.path(source, '*'))):
+                    rank = name.rsplit('.', 2)[1]
+                    if rank.isdigit() and int(rank) >= self.size:
+                        with contextlib.suppress(OSError):
+                            os.remove(os.path.join(self.cache_dir, name))
+
+    def _write(self, source, parts, dirs):
+        """An .npz of the entries in `parts` (each sorted by key; the next load merges them), written part by
+        part: np.savez would join a million entries in memory first."""
         path = self.path(source, self.rank)
+        keys = sorted(dirs)
+        columns = {name: [part[name] for part in parts] for name in ENTRY}
+        columns.update((name, [np.array(values, np.uint64 if name == DIR_FIELDS[0] else np.int64)])
+                       for name, values in zip(DIR_FIELDS, ([k for k in keys], [dirs[k][0] for k in keys],
+                                                            [dirs[k][1] for k in keys])))
         try:
             os.makedirs(self.cache_dir, exist_ok=True)
             with atomic_write(path, 'wb', shared=True) as file:
-                np.savez(file, **table)
+                _write_npz(file, columns)
         except OSError as error:
             log_warn('Cannot write the audio header cache {} ({}); the next run reads the headers again (set '
                      '--data_cache_dir to a writable folder, or to "" for none)'.format(path, error))
 
+    def forget_stale(self):
+        """After every rank stat'ed the files of the stale CSVs: their markers go (the chief's)."""
+        for source in self.stale:
+            with contextlib.suppress(OSError):
+                os.remove(self.path(source, STALE, ''))
 
-def _merge(tables):
-    """One table of entries sorted by key (the last of equal keys kept), from several."""
-    names = ('keys',) + STAMP_FIELDS + HEADER_FIELDS
-    if not tables:
-        return {name: np.zeros(0, np.uint64 if name == 'keys' else np.int64) for name in names}
-    merged = {name: np.concatenate([t[name] for t in tables]) for name in names}
-    order = np.argsort(merged['keys'], kind='stable')
-    keys = merged['keys'][order]
-    last = np.append(keys[1:] != keys[:-1], True)
-    return {name: merged[name][order][last] for name in names}
+
+def mark_stale(cache_dir, source):
+    """Say that a file of `source` changed in place since its header was cached: the next run stats them all."""
+    if cache_dir:
+        with contextlib.suppress(OSError):
+            open(cache_path(cache_dir, source, STALE, ''), 'w').close()
+
+
+def cache_path(cache_dir, source, rank, suffix='.npz'):
+    name = hashlib.blake2b(os.path.abspath(source).encode('utf-8', 'surrogateescape'), digest_size=12).hexdigest()
+    return os.path.join(cache_dir, 'audio-headers-{}.{}{}'.format(name, rank, suffix))
+
+
+def _take(table, selection):
+    return {name: column[selection] for name, column in table.items()}
+
+
+def _write_npz(file, columns):
+    """np.savez's format, of columns given as lists of parts, written a part at a time."""
+    with zipfile.ZipFile(file, 'w', zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, parts in columns.items():
+            with archive.open(name + '.npy', 'w', force_zip64=True) as member:
+                np.lib.format.write_array_header_1_0(member, {
+                    'descr': np.lib.format.dtype_to_descr(parts[0].dtype), 'fortran_order': False,
+                    'shape': (sum(len(part) for part in parts),)})
+                for part in parts:
+                    member.write(np.ascontiguousarray(part).tobytes())
+
+
+def _sorted(table):
+    """`table` sorted by key, the last of equal keys kept (a file written in parts: the entries kept from the
+    earlier file, then those read)."""
+    keys = table['keys']
+    if (keys[1:] > keys[:-1]).all():
+        return table
+    order = np.argsort(keys, kind='stable')
+    keys = keys[order]
+    return _take(table, order[np.append(keys[1:] != keys[:-1], True)])

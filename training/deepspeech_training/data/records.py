@@ -4,7 +4,7 @@ rank, measured at 1M samples: GUIDE.md section 6). A sample becomes a `SampleRec
 used (a batch, a message, a report).
 
 `Columns` hold the samples of some sources in the order read; a `Records` is a view of them: an array
-of positions (sorted by size, limited, without the invalid ones), so sorting and filtering copy 8 bytes
+of positions (sorted by size, limited, without the invalid ones), so sorting and filtering copy 4 bytes
 a sample, never the paths or labels. Paths are kept as the CSV wrote them (one UTF-8 blob, NUL after
 each), labels packed in one array (uint8 for alphabets of up to 256 labels); transcripts are not kept:
 they are the labels decoded (the alphabet encodes one label per character, so that is exact).
@@ -126,6 +126,7 @@ class Columns:
     def __init__(self, encoder):
         self.encoder = encoder          # a LabelEncoder, or None for an unlabeled set
         self.sources, self.bases = [], []
+        self.path_data = bytearray()    # grown chunk by chunk (in place: no copy of the corpus's paths)
         self.container_headers = {}     # source id -> (sample rates, channels, frames, {number: error})
         self._chunks = []
 
@@ -150,17 +151,20 @@ class Columns:
         if not keep.all():
             path_data, path_ends = _drop_items(path_data, path_ends, keep)
             label_ends = label_ends[keep]
-        self._chunks.append(dict(source_ids=np.full(keep.sum(), source_id, np.int32),
-                                 rows=np.asarray(rows, np.int64)[keep], sizes=np.asarray(sizes, np.int64)[keep],
-                                 offsets=np.asarray(offsets, np.int64)[keep],
-                                 lengths=np.asarray(lengths, np.int64)[keep], path_data=path_data,
-                                 path_ends=path_ends, labels=labels, label_ends=label_ends))
+        contained = offsets is not None
+        self.path_data += path_data
+        self._chunks.append(dict(source_id=source_id, count=int(keep.sum()),
+                                 rows=np.asarray(rows, np.int64)[keep].astype(np.int32),
+                                 sizes=np.asarray(sizes, np.int64)[keep],
+                                 offsets=np.asarray(offsets, np.int64)[keep] if contained else None,
+                                 lengths=np.asarray(lengths, np.int64)[keep].astype(np.int32) if contained else None,
+                                 path_size=len(path_data), path_ends=path_ends.astype(np.int32),
+                                 labels=labels, label_ends=label_ends.astype(np.int32)))
         return {rows[position]: message for position, message in problems.items()}
 
     def add_files(self, source_id, rows, paths, sizes, transcripts):
         """CSV rows: audio files of their own (`transcripts`: a list, or None for an unlabeled set)."""
-        no_offsets = np.full(len(rows), -1, np.int64)
-        return self._add(source_id, rows, sizes, no_offsets, no_offsets, paths,
+        return self._add(source_id, rows, sizes, None, None, paths,
                          None if transcripts is None else '\0'.join(transcripts))
 
     def add_contained(self, source_id, index):
@@ -171,13 +175,26 @@ class Columns:
                          None, joined_transcripts(index) if self.encoder else None)
 
     def finish(self):
+        """The chunks as columns, one column at a time, each chunk's part freed as it is copied: the peak is
+        the columns plus one column's chunks, never the corpus twice."""
         chunks, self._chunks = self._chunks, []
+        count = sum(c['count'] for c in chunks)
+        self.source_ids = np.repeat(np.array([c['source_id'] for c in chunks],
+                                             np.uint16 if len(self.sources) <= 1 << 16 else np.int32),
+                                    [c['count'] for c in chunks])
         for name, dtype in COLUMN_TYPES.items():
-            setattr(self, name, np.concatenate([c[name] for c in chunks] or [np.zeros(0)]).astype(dtype))
-        self.path_data = b''.join(c['path_data'] for c in chunks)
-        self.path_ends = _concat_ends([c['path_ends'] for c in chunks], [len(c['path_data']) for c in chunks])
-        self.labels = np.concatenate([c['labels'] for c in chunks] or [np.zeros(0, np.uint8)])
-        self.label_ends = _concat_ends([c['label_ends'] for c in chunks], [len(c['labels']) for c in chunks])
+            if name in CONTAINED_COLUMNS and all(c[name] is None for c in chunks):
+                setattr(self, name, np.broadcast_to(np.array(-1, dtype), (count,)))    # a CSV's: -1, none stored
+            else:
+                column = _concat([np.full(c['count'], -1, dtype) if c[name] is None else c[name] for c in chunks],
+                                 dtype)
+                for c in chunks:
+                    del c[name]
+                setattr(self, name, _narrow(column) if name == 'sizes' else column)
+        blob_sizes = {'path_ends': [c['path_size'] for c in chunks], 'label_ends': [len(c['labels']) for c in chunks]}
+        self.labels = _concat([c.pop('labels') for c in chunks], self.encoder.dtype if self.encoder else np.uint8)
+        for name, sizes in blob_sizes.items():
+            setattr(self, name, _concat_ends([c.pop(name) for c in chunks], sizes))
         return self
 
     def label_starts(self, positions):
@@ -189,13 +206,17 @@ class Columns:
     @property
     def nbytes(self):
         """Bytes the columns hold (what a sample costs a rank: this over the number of samples)."""
-        arrays = [getattr(self, name) for name in COLUMN_TYPES] + [self.path_ends, self.labels, self.label_ends]
-        return sum(a.nbytes for a in arrays) + len(self.path_data)
+        arrays = ([getattr(self, name) for name in COLUMN_TYPES]
+                  + [self.source_ids, self.path_ends, self.labels, self.label_ends])
+        return sum(a.nbytes for a in arrays if a.strides != (0,)) + len(self.path_data)
 
 
-# The per-sample columns and their types (a row number or entry length fits 32 bits, an offset may not)
-COLUMN_TYPES = {'source_ids': np.int32, 'rows': np.int32, 'sizes': np.int64, 'offsets': np.int64,
-                'lengths': np.int32}
+# The per-sample columns and their types (a row number or entry length fits 32 bits, an offset may not; sizes
+# are 32 bits while they fit); besides, source_ids are 16 bits for up to 65,536 sources, the ends of paths and
+# labels 32 bits while their blob is under 2 GB. Columns of a CSV's samples hold no offsets or lengths:
+# CONTAINED_COLUMNS are a view of -1.
+COLUMN_TYPES = {'rows': np.int32, 'sizes': np.int64, 'offsets': np.int64, 'lengths': np.int32}
+CONTAINED_COLUMNS = ('offsets', 'lengths')
 
 
 def joined_transcripts(index):
@@ -211,10 +232,29 @@ def _drop_items(data, ends, keep):
     return data, np.flatnonzero(np.frombuffer(data, np.uint8) == 0)
 
 
-def _concat_ends(ends_list, lengths):
-    """Ends of items in chunks laid end to end."""
-    shifts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths else []
-    return np.concatenate([ends + shift for ends, shift in zip(ends_list, shifts)] or [np.zeros(0, np.int64)])
+def _narrow(column):
+    """`column` in 32 bits when its values fit (audio sizes under 2 GB: 4 bytes a sample less)."""
+    return column.astype(np.int32) if len(column) and column.max() < 1 << 31 and column.min() >= 0 else column
+
+
+def index_type(count):
+    """The type of indices into `count` samples: 32 bits up to 2^31 (4 bytes a sample less)."""
+    return np.int32 if count < 1 << 31 else np.int64
+
+
+def _concat(arrays, dtype):
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+
+
+def _concat_ends(ends_list, blob_sizes):
+    """Ends of items in chunks laid end to end (`blob_sizes`: each chunk's bytes or labels), in 32 bits while
+    the whole fits."""
+    ends = np.empty(sum(len(e) for e in ends_list), np.int32 if sum(blob_sizes) < 1 << 31 else np.int64)
+    position = shift = 0
+    for chunk_ends, blob_size in zip(ends_list, blob_sizes):
+        ends[position:position + len(chunk_ends)] = chunk_ends + shift
+        position, shift = position + len(chunk_ends), shift + blob_size
+    return ends
 
 
 class Records:
@@ -222,8 +262,9 @@ class Records:
     SampleRecord made on access."""
 
     def __init__(self, columns, positions=None):
-        self.columns = columns
-        self.positions = np.arange(len(columns.rows), dtype=np.int64) if positions is None else positions
+        self.columns, self.whole = columns, positions is None
+        self.positions = np.arange(len(columns.rows), dtype=index_type(len(columns.rows))) if positions is None \
+            else positions
 
     def __len__(self):
         return len(self.positions)
@@ -242,8 +283,9 @@ class Records:
 
     def sorted_by_size(self, reverse=False):
         """Sorted by audio size as DeepSpeech sorts (a stable sort: equal sizes keep their order)."""
-        sizes = self.columns.sizes[self.positions]
-        return self.take(np.argsort(-sizes if reverse else sizes, kind='stable'))
+        sizes = self.columns.sizes if self.whole else self.column('sizes')     # (no copy of a million sizes)
+        order = np.argsort(-sizes.astype(np.int64) if reverse else sizes, kind='stable').astype(self.positions.dtype)
+        return Records(self.columns, order) if self.whole else self.take(order)
 
     def column(self, name):
         """A per-sample column (sizes, offsets, lengths, rows, source_ids) in this view's order."""
@@ -276,7 +318,7 @@ class Records:
                                                  c.path_ends[self.positions].tolist(),
                                                  c.source_ids[self.positions].tolist(),
                                                  c.offsets[self.positions].tolist()):
-            name = data[start:end]
+            name = bytes(data[start:end])
             paths.append(sources[source_id] if offset >= 0 else name if name.startswith(b'/')
                          else bases[source_id] + name)
         return paths

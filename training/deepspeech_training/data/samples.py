@@ -11,7 +11,7 @@ from ..util.gc_pause import gc_paused
 
 CSV_COLUMNS = ('wav_filename', 'wav_filesize', 'transcript')
 MAX_LISTED_PROBLEMS = 20
-CSV_CHUNK = 1 << 16         # rows encoded at once: arrays, not a list of a million rows
+CSV_CHUNK = 1 << 13         # rows encoded at once: arrays, not a list of a million rows (nor a big transient)
 
 
 class DataError(ValueError):

@@ -4,8 +4,10 @@ in seconds instead of hours into an epoch (or, with --skip_invalid_samples, is l
 Only headers are read, never the samples: a WAV file's first bytes (headers.py; a thread pool, which pays
 on network filesystems), and of a sample in a sample database (.sdb) or tar shard nothing at all: its
 container index holds its header (container_index.py). Headers of files are kept in a cache (--data_cache_dir,
-headers.HeaderCache), so a second start of the same corpus stats its files instead of reading them.
-Everything per sample is numpy arrays (records.py): at a million samples the pass costs seconds, not objects.
+headers.HeaderCache), so a second start of the same corpus stats only the folders of its files (a file in a
+changed folder: the file), and a batch checks each file it reads again (check_read).
+Everything per sample is numpy arrays (records.py), walked in blocks: at a million samples the pass costs
+seconds and, beside the index, a dozen bytes a sample (the audio keys and their order) and the cache's 39.
 A sample is invalid when its audio file is missing or unreadable, empty (0 bytes, or a header without
 samples), not an audio file libsndfile can decode (corrupt, or e.g. a text file), at another rate than
 --audio_sample_rate while --normalize_sample_rate is off, not mono, or too short for its transcript
@@ -14,10 +16,10 @@ is smaller than the CSV's wav_filesize says (a copy cut short: of a FLAC or othe
 header cannot tell). A file larger than its wav_filesize is no error (hand-written CSVs give 0 or rough
 sizes): one warning counts them, since samples are sorted into batches by wav_filesize.
 
-Under Horovod each rank reads the headers of its slice of the distinct audio (every size-th of their
-sorted 64-bit keys) and caches what it read itself, then the ranks allgather the problems they found
-(dist.gather_objects), so every rank raises the same error, or skips the same samples, before any collective
-of training starts.
+Under Horovod each rank reads the headers of its share of the distinct audio (those whose 64-bit key % size is
+its rank) and caches what it read itself, then the ranks allgather the problems they found
+(dist.gather_objects), so
+every rank raises the same error, or skips the same samples, before any collective of training starts.
 """
 import math
 import os
@@ -27,11 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .feeding import frame_count
-from .headers import (EMPTY, MISSING, NOT_AUDIO, UNREADABLE,  # noqa: F401 (kinds)
-                      Header, HeaderCache, path_key, read_header, stamp)
+from .audio import frame_count
+from .headers import (EMPTY, HEAD_BYTES, MISSING, NOT_AUDIO, UNREADABLE,  # noqa: F401 (kinds)
+                      HEADER_FIELDS, Header, HeaderCache, path_key, read_header, stamp, times_digest, wav_header)
 from ..util.gc_pause import gc_paused
+from ..util.text import ctc_min_frames
 from ..util.logging import Progress, log_info, log_warn
+from .records import index_type
 from .samples import DataError
 
 # Problem kinds, as counted in the --skip_invalid_samples summary (with those of headers.py).
@@ -43,13 +47,13 @@ SMALLER = 'audio file smaller than its wav_filesize'
 CHUNK = 256             # paths per pool task (one task per path costs more than reading a header)
 POOL_MIN_PATHS = 256    # below this a pool does not pay for itself
 PROGRESS_MIN_PATHS = 2000
-MAX_WORKERS = 16        # header reads are I/O-bound: more threads than cores help on network filesystems
+MAX_WORKERS = 64        # header reads are I/O-bound: more threads than cores help on network filesystems
 EXAMPLES = 5            # examples per summary of skipped samples
 UNKNOWN = -1            # in a header column: no header (a problem instead)
 NO_STAMP = (-1, -1, -1)
 HEADER_ROWS = 4         # of a headers array: sample rates, channels, frames, file sizes
 FILE_SIZE = 3           # the row of file sizes (UNKNOWN for the audio of a container)
-BLOCK = 1 << 16         # files whose headers are read at once (bounds what a million files hold in memory)
+BLOCK = 1 << 14         # samples checked at once (bounds what a million files hold in memory beside the index)
 
 
 def samples_at_rate(frames, file_rate, sample_rate):
@@ -82,6 +86,21 @@ def check_headers(headers, listed_sizes, label_lengths, min_frames, config):
     return problems, np.flatnonzero(known & (file_sizes > listed_sizes))
 
 
+def check_read(record, data, audio, config):
+    """(kind, what is wrong and how to fix it) of a CSV row's audio file as a batch reads it (`data`: its
+    bytes, `audio`: them decoded at config.sample_rate), or None: check_headers() on what training would use.
+    A file rewritten in place after the pass checked it, or after the header cache last did (HeaderCache
+    trusts a file in an unchanged folder), is named before its audio meets its transcript."""
+    header = wav_header(data[:HEAD_BYTES], len(data))
+    if isinstance(header, tuple):
+        return header
+    labels = np.asarray(record.labels)
+    headers = np.array([[config.sample_rate], [1], [len(audio)], [len(data)]], np.int64)
+    problems, _ = check_headers(headers, np.array([record.filesize]), np.array([len(labels)]),
+                                np.array([ctc_min_frames(labels)]), config)
+    return problems[0][1:] if problems else None
+
+
 def _smaller_than_listed(file_size, listed_size):
     return ('the file has {} bytes, its wav_filesize says {}: a copy or download cut short (copy it again from its '
             'source; if the file is whole, the CSV is wrong: run the importer that wrote it again, or write {} as '
@@ -107,9 +126,8 @@ def _problem(header, n_labels, needed, config):
                                                         available))
 
 
-def _pooled(function, items, workers, advance=None):
-    """[function(item) for item in items], by a thread pool in chunks of CHUNK when there are enough;
-    `advance(n)` is called as each chunk of n items is done."""
+def _pooled(function, items, workers):
+    """[function(item) for item in items], by a thread pool in chunks of CHUNK when there are enough."""
     chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
     results = []
 
@@ -122,8 +140,6 @@ def _pooled(function, items, workers, advance=None):
         done = map(run, chunks)
     for chunk_results in done:
         results.extend(chunk_results)
-        if advance:
-            advance(len(chunk_results))
     return results
 
 
@@ -135,65 +151,85 @@ def _file_stamp(path):
 
 
 class AudioCheck:
-    """The headers of one rank's share of the distinct audio files of some sets: from the header cache, or
-    read by a thread pool. Headers read are kept in `new` for the cache."""
+    """The headers of one rank's share of the distinct audio files of some sets: from the header cache (without
+    a stat where the file's folder is unchanged, else with one), or read by a thread pool."""
 
-    def __init__(self, cache, workers, progress):
-        self.cache, self.workers, self.progress = cache, workers, progress
-        self.done, self.cached, self.read = 0, 0, 0
-        self.new = []       # (sources, keys, stamps [n, 3], headers [n, 3]) of files read
+    def __init__(self, cache, workers):
+        self.cache, self.workers = cache, workers
+        self.cached, self.unstatted, self.read = 0, 0, 0
 
-    def advance(self, n):
-        self.done += n
-        if self.progress:
-            self.progress.update(self.done)
-
-    def files(self, paths, keys, sources):
-        """(headers [4, n]: sample rates, channels, frames, file sizes, {index: problem}) of audio files, in
-        blocks of BLOCK files (a million files read at once would hold a million result tuples)."""
-        headers, problems = np.full((len(paths), HEADER_ROWS), UNKNOWN, np.int64), {}
-        for start in range(0, len(paths), BLOCK):
-            block = slice(start, start + BLOCK)
-            block_problems = self._file_block(paths[block], keys[block], sources[block], headers[block])
-            problems.update((start + i, problem) for i, problem in block_problems.items())
-        return headers.T, problems
-
-    def _file_block(self, paths, keys, sources, headers):
+    def files(self, paths, keys, source_ids):
+        """(headers [4, n]: sample rates, channels, frames, file sizes, {index: problem}) of a block of audio
+        files (`source_ids`: of each, its CSV's place in the cache's sources)."""
+        headers = np.full((HEADER_ROWS, len(paths)), UNKNOWN, np.int64)
         hit = np.zeros(len(paths), bool)
         if self.cache:
-            stamps = np.array(_pooled(_file_stamp, paths, self.workers), np.int64).reshape(-1, len(NO_STAMP))
-            hit, *found = self.cache.lookup(keys, stamps)
-            headers[hit] = np.stack(found + [stamps[:, 0]], axis=1)[hit]
-            self.cached += int(hit.sum())
-            self.advance(int(hit.sum()))
+            hit = self._cached(paths, keys, headers)
         misses = np.flatnonzero(~hit)
         self.read += len(misses)
-        read = _pooled(read_header, [paths[i] for i in misses], self.workers, self.advance)
+        read = _pooled(read_header, [paths[i] for i in misses], self.workers)
         good = [n for n, (_, header) in enumerate(read) if isinstance(header, Header)]
         if good:
             stamps = np.array([read[n][0] for n in good], np.int64)
-            headers[misses[good]] = [(read[n][1].sample_rate, read[n][1].channels, read[n][1].frames, stamp[0])
-                                     for n, stamp in zip(good, stamps)]
-            self.new.append((sources[misses[good]], keys[misses[good]], stamps, headers[misses[good], :FILE_SIZE]))
-        return {int(misses[n]): header for n, (_, header) in enumerate(read) if not isinstance(header, Header)}
+            read_headers = np.array([(read[n][1].sample_rate, read[n][1].channels, read[n][1].frames) for n in good],
+                                    np.int64)
+            headers[:FILE_SIZE, misses[good]] = read_headers.T
+            headers[FILE_SIZE, misses[good]] = stamps[:, 0]
+            if self.cache:
+                self.cache.add(source_ids[misses[good]], keys[misses[good]], stamps, read_headers)
+        return headers, {int(misses[n]): header for n, (_, header) in enumerate(read) if not isinstance(header, Header)}
+
+    def _cached(self, paths, keys, headers):
+        """Where the cache knows the file unchanged (its folder unchanged, or a stat the same): its header put in
+        `headers`. Every folder is stamped here, before any of its files is read."""
+        cache = self.cache
+        folders = np.array([cache.folder_trusted(path.rpartition(b'/')[0]) for path in paths], bool)
+        found, entries, places = cache.lookup(keys)
+        trusted = found & folders
+        to_stat = np.flatnonzero(found & ~trusted)
+        stamps = np.array(_pooled(_file_stamp, [paths[i] for i in to_stat], self.workers), np.int64).reshape(-1, 3)
+        same = (stamps[:, 0] == entries['size'][to_stat]) & \
+            (times_digest(stamps[:, 1], stamps[:, 2]) == entries['times'][to_stat])
+        hit = trusted.copy()
+        hit[to_stat[same]] = True
+        headers[:, hit] = [entries[name][hit] for name in HEADER_FIELDS + ('size',)]
+        cache.use((places[0][hit], places[1][hit]))
+        self.cached, self.unstatted = self.cached + int(hit.sum()), self.unstatted + int(trusted.sum())
+        return hit
 
 
 def default_workers(dist):
-    """Threads per rank: header reads wait on I/O, so a few per core share, at most MAX_WORKERS."""
+    """Threads per rank: header reads wait on I/O (a network filesystem's round trip), so 16 per core share, at
+    most MAX_WORKERS (on a local disk 8 and 32 threads take the same time: 100k files, 2 cores)."""
     share = max(1, (os.cpu_count() or 1) // dist.local_size)
-    return min(MAX_WORKERS, 4 * share)
+    return min(MAX_WORKERS, 16 * share)
 
 
-def audio_keys(records):
+def audio_keys(records, paths=None):
     """A 64-bit key of each record's audio (headers.path_key of its file, or of its container plus its offset):
-    the same audio in two sets has one key, and every rank computes the same keys."""
+    the same audio in two sets has one key, and every rank computes the same keys (`paths`: records.audio_paths(),
+    if made already)."""
     keys = np.zeros(len(records), np.uint64)
     for start in range(0, len(records), BLOCK):
-        keys[start:start + BLOCK] = [path_key(path) for path in records[start:start + BLOCK].audio_paths()]
-    offsets = records.column('offsets')
-    contained = offsets >= 0
-    keys[contained] += offsets[contained].astype(np.uint64)
+        block = records[start:start + BLOCK]
+        keys[start:start + BLOCK] = [path_key(path) for path in (block.audio_paths() if paths is None
+                                                                  else paths[start:start + BLOCK])]
+        offsets = block.column('offsets')
+        contained = offsets >= 0
+        keys[start:start + BLOCK][contained] += offsets[contained].astype(np.uint64)
     return keys
+
+
+def share_in_key_order(sets, dist):
+    """This rank's samples of `sets` (indices into the sets laid end to end) in the order of their audio keys:
+    a rank checks the audio whose key % size is its rank, and the samples of one audio come together. (The
+    keys are not kept: 8 bytes a sample; the walk computes a block's again.)"""
+    keys = np.concatenate([audio_keys(records) for _, records in sets]) if len(sets) > 1 else audio_keys(sets[0][1])
+    index = index_type(len(keys))
+    if dist.size == 1:
+        return np.argsort(keys, kind='stable').astype(index)
+    mine = np.flatnonzero(keys % np.uint64(dist.size) == dist.rank).astype(index)
+    return mine[np.argsort(keys[mine], kind='stable')]
 
 
 def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_dir=None):
@@ -210,44 +246,37 @@ def validate_sets(sets, config, dist, skip_invalid=False, workers=None, cache_di
 
 def _validate_sets(sets, config, dist, skip_invalid, workers, cache_dir):
     started = time.time()
-    keys = [audio_keys(records) for _, records in sets]
-    distinct, first, inverse = np.unique(np.concatenate(keys), return_index=True, return_inverse=True)
+    order = share_in_key_order(sets, dist)
     set_starts = np.cumsum([0] + [len(records) for _, records in sets])
-    n_mine = len(range(dist.rank, len(distinct), dist.size))
     csv_sources = sorted({records.columns.sources[i] for _, records in sets
                           for i in np.unique(records.column('source_ids')[records.column('offsets') < 0])})
-    cache = HeaderCache(cache_dir, csv_sources, dist.rank) if cache_dir and csv_sources else None
-    progress = (Progress('Checking audio', n_mine, unit='Files', show_loss=False)
-                if dist.is_chief and n_mine >= PROGRESS_MIN_PATHS else None)
-    check = AudioCheck(cache, default_workers(dist) if workers is None else workers, progress)
-    headers, problems = _read_share(sets, first[dist.rank::dist.size], distinct[dist.rank::dist.size], set_starts,
-                                    check)
+    cache = HeaderCache(cache_dir, csv_sources, dist.rank, dist.size) if cache_dir and csv_sources else None
+    progress = (Progress('Checking audio', len(order), unit='Samples', show_loss=False)
+                if dist.is_chief and len(order) >= PROGRESS_MIN_PATHS else None)
+    check = AudioCheck(cache, default_workers(dist) if workers is None else workers)
+    walk = ShareWalk(sets, set_starts, csv_sources, check, config)
+    for start in range(0, len(order), BLOCK):
+        walk.block(order[start:start + BLOCK])
+        if progress:
+            progress.update(min(start + BLOCK, len(order)))
+    del order
     if progress:
         progress.finish()
-    found, larger = [], []      # larger: (count, (set, index, file size) of the first) of files larger than listed
-    for s, (_, records) in enumerate(sets):
-        ours = np.flatnonzero(inverse[set_starts[s]:set_starts[s + 1]] % dist.size == dist.rank)
-        share = inverse[set_starts[s] + ours] // dist.size      # each one's position in this rank's share
-        checked = records.take(ours)
-        header_problems, larger_ones = check_headers(headers[:, share], checked.column('sizes'),
-                                                     checked.label_lengths(), checked.ctc_min_frames(), config)
-        found += [(s, int(ours[i]), kind, what) for i, kind, what in header_problems]
-        found += [(s, int(ours[i])) + tuple(problems[int(share[i])])
-                  for i in np.flatnonzero(np.isin(share, list(problems)))]
-        if len(larger_ones):
-            first = larger_ones[0]
-            larger.append((len(larger_ones), (s, int(ours[first]), int(headers[FILE_SIZE, share[first]]))))
-    if cache and check.new:
-        _update_cache(cache, check.new)
-    found, n_read, cached, larger = zip(*dist.gather_objects((found, check.read, check.cached, larger)))
+    found, larger = walk.found, walk.larger
+    if cache:
+        cache.save()
+    found, n_read, cached, larger, distinct, unstatted = zip(*dist.gather_objects(
+        (found, check.read, check.cached, larger, walk.distinct, check.unstatted)))
     found = sorted(p for rank_found in found for p in rank_found)
 
     messages, kinds = _messages(sets, found)
     n_samples = sum(len(records) for _, records in sets)
     log_info('Checked the audio of {} sample(s) ({} distinct) in {:.1f} s: {} invalid{}'.format(
-        n_samples, len(distinct), time.time() - started, len(messages),
-        '' if not cache else '; {} file header(s) read, {} known unchanged from the cache in {}'.format(
-            sum(n_read), sum(cached), cache_dir)))
+        n_samples, sum(distinct), time.time() - started, len(messages),
+        '' if not cache else '; {} file header(s) read, {} known unchanged from the cache in {} ({} in unchanged '
+        'folders, not stat\'ed)'.format(sum(n_read), sum(cached), cache_dir, sum(unstatted))))
+    if cache and dist.is_chief:
+        cache.forget_stale()
     larger = [counted for rank_larger in larger for counted in rank_larger]
     if larger and dist.is_chief:
         _warn_larger(sets, larger)
@@ -281,25 +310,82 @@ def _messages(sets, found):
     return list(messages.values()), kinds
 
 
-def _read_share(sets, representatives, keys, set_starts, check):
-    """(headers [4, n], {index: problem}) of this rank's share of the distinct audio: `keys`, each read
-    through its first sample (`representatives`: indices into the sets laid end to end)."""
-    headers, problems = np.full((HEADER_ROWS, len(keys)), UNKNOWN, np.int64), {}
-    set_of = np.searchsorted(set_starts, representatives, side='right') - 1
-    for s, (_, records) in enumerate(sets):
-        chosen = np.flatnonzero(set_of == s)
-        index = representatives[chosen] - set_starts[s]
-        contained = records.column('offsets')[index] >= 0
-        files = records.take(index[~contained])
-        source_ids = files.column('source_ids')
-        parts = [(~contained, check.files(files.audio_paths(), keys[chosen[~contained]],
-                                          np.array(files.columns.sources, object)[source_ids])),
-                 (contained, _indexed_headers(records.take(index[contained])))]
-        for selection, (part_headers, part_problems) in parts:
-            where = chosen[selection]
-            headers[:, where] = part_headers
-            problems.update((int(where[i]), problem) for i, problem in part_problems.items())
-    return headers, problems
+class ShareWalk:
+    """This rank's share of the samples, walked in key order a block at a time: the headers of each distinct
+    audio read once (`_headers`), then every sample checked against its own labels and wav_filesize. Holds
+    what the walk found: problems (set, index, kind, what), larger files (count, (set, index, file size) of the
+    first) and the number of distinct audio."""
+
+    def __init__(self, sets, set_starts, csv_sources, check, config):
+        self.sets, self.set_starts, self.check, self.config = sets, set_starts, check, config
+        # per set, its Columns' source ids -> places in the cache's list of CSVs (-1: a container)
+        self.source_places = [np.array([csv_sources.index(source) if source in csv_sources else -1
+                                        for source in records.columns.sources], np.int32) for _, records in sets]
+        self.found, self.larger, self.distinct = [], [], 0
+        self.last = None        # (key, header column, problem or None) of the last audio of the previous block
+
+    def block(self, samples):
+        """Check `samples` (indices into the sets laid end to end, in key order)."""
+        set_of = np.searchsorted(self.set_starts, samples, side='right') - 1
+        block_keys, paths = np.zeros(len(samples), np.uint64), [None] * len(samples)
+        for s, (_, records) in enumerate(self.sets):
+            chosen = np.flatnonzero(set_of == s)
+            if len(chosen):
+                view = records.take(samples[chosen] - self.set_starts[s])
+                set_paths = view.audio_paths()
+                block_keys[chosen] = audio_keys(view, set_paths)
+                for position, path in zip(chosen.tolist(), set_paths):
+                    paths[position] = path
+        first = np.append(True, block_keys[1:] != block_keys[:-1])
+        if self.last is not None and block_keys[0] == self.last[0]:
+            first[0] = False        # the audio the previous block ended with
+        representatives = samples[first]
+        headers, problems = self._headers(representatives, block_keys[first],
+                                          [paths[i] for i in np.flatnonzero(first).tolist()])
+        if self.last is not None:       # column 0: the previous block's last audio
+            headers = np.concatenate([self.last[1][:, None], headers], axis=1)
+            problems = {i + 1: problem for i, problem in problems.items()}
+            if self.last[2]:
+                problems[0] = self.last[2]
+        audio = np.cumsum(first) - (0 if self.last is not None else 1)    # each sample's column of `headers`
+        self.distinct += len(representatives)
+        self.last = (block_keys[-1], headers[:, -1], problems.get(headers.shape[1] - 1))
+        for s, (_, records) in enumerate(self.sets):
+            chosen = np.flatnonzero(set_of == s)
+            if not len(chosen):
+                continue
+            index = samples[chosen] - self.set_starts[s]
+            checked, sample_headers = records.take(index), headers[:, audio[chosen]]
+            header_problems, larger_ones = check_headers(sample_headers, checked.column('sizes'),
+                                                         checked.label_lengths(), checked.ctc_min_frames(), self.config)
+            self.found += [(s, int(index[i]), kind, what) for i, kind, what in header_problems]
+            self.found += [(s, int(index[i])) + tuple(problems[int(audio[chosen[i]])])
+                           for i in np.flatnonzero(np.isin(audio[chosen], list(problems)))]
+            if len(larger_ones):
+                first_larger = larger_ones[np.argmin(index[larger_ones])]       # (the first in the set's order)
+                self.larger.append((len(larger_ones), (s, int(index[first_larger]),
+                                                       int(sample_headers[FILE_SIZE, first_larger]))))
+
+    def _headers(self, representatives, keys, paths):
+        """(headers [4, n], {index: problem}) of distinct audio (`keys`, `paths`), each read through its sample
+        `representatives` (indices into the sets laid end to end)."""
+        headers, problems = np.full((HEADER_ROWS, len(keys)), UNKNOWN, np.int64), {}
+        set_of = np.searchsorted(self.set_starts, representatives, side='right') - 1
+        for s, (_, records) in enumerate(self.sets):
+            chosen = np.flatnonzero(set_of == s)
+            if not len(chosen):
+                continue
+            index = representatives[chosen] - self.set_starts[s]
+            contained = records.take(index).column('offsets') >= 0
+            files, file_reps = records.take(index[~contained]), chosen[~contained]
+            parts = [(~contained, self.check.files([paths[i] for i in file_reps.tolist()], keys[file_reps],
+                                                   self.source_places[s][files.column('source_ids')])),
+                     (contained, _indexed_headers(records.take(index[contained])))]
+            for selection, (part_headers, part_problems) in parts:
+                where = chosen[selection]
+                headers[:, where] = part_headers
+                problems.update((int(where[i]), problem) for i, problem in part_problems.items())
+        return headers, problems
 
 
 def _indexed_headers(records):
@@ -313,14 +399,6 @@ def _indexed_headers(records):
         headers[:FILE_SIZE, ours] = rates[numbers[ours]], channels[numbers[ours]], frames[numbers[ours]]
         problems.update((int(i), (NOT_AUDIO, errors[int(numbers[i])])) for i in ours if int(numbers[i]) in errors)
     return headers, problems
-
-
-def _update_cache(cache, new):
-    """Add the headers this rank read to its cache file of each CSV."""
-    sources, keys, stamps, headers = (np.concatenate(column) for column in zip(*new))
-    for source in np.unique(sources):
-        ours = sources == source
-        cache.save(source, keys[ours], stamps[ours], headers[ours])
 
 
 def _without_invalid(sets, found, messages, kinds, dist):

@@ -3,8 +3,8 @@ planning, graph) and, at its first training step, `first_step()` writes a report
 environment asks for one:
 
   DS_STARTUP_REPORT=<path>   write JSON to <path>.<rank>: seconds from process start (the interpreter's own
-                             start included) to the first step, each phase's seconds, peak RSS and the
-                             process's read counters (/proc/self/io)
+                             start included) to the first step, each phase's seconds, peak RSS (and
+                             the peak as each phase ended) and the process's read counters (/proc/self/io)
   DS_STARTUP_EXIT=1          end the process right after writing (exit 0): a start-up measurement needs no
                              training. Every rank reaches its first step, so none is left in a collective.
 
@@ -25,6 +25,7 @@ PHASES = ('import', 'read sources', 'validation', 'planning', 'graph', 'first ba
 IO_FIELDS = ('rchar', 'syscr', 'read_bytes')
 
 _marks = {}         # phase -> time.monotonic() when it ended; the first mark of a phase counts
+_peaks = {}         # phase -> peak RSS (MB) of the process when it ended: which phase set the peak
 _reported = []      # a report is written once per process
 
 
@@ -48,6 +49,11 @@ PROCESS_START = time.monotonic() - (_since_start or 0.0)
 def mark(phase):
     """`phase` ended now (the time since the previous phase's end is its duration)."""
     _marks.setdefault(phase, time.monotonic())
+    _peaks.setdefault(phase, _peak_rss_mb())
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def phase_seconds():
@@ -72,8 +78,8 @@ def io_counters():
 def report(rank):
     """The report of this process: what `first_step()` writes."""
     return dict(rank=rank, pid=os.getpid(), seconds_to_first_step=time.monotonic() - PROCESS_START,
-                process_start_known=_since_start is not None, phases=phase_seconds(),
-                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, io=io_counters())
+                process_start_known=_since_start is not None, phases=phase_seconds(), peak_rss_mb=_peak_rss_mb(),
+                peak_rss_mb_after=dict(_peaks), io=io_counters())
 
 
 def first_step(rank=None):
