@@ -25,7 +25,10 @@ configuration trained with --ema_decay (its `ema/` checkpoint, "<label> ema").
 Reports per configuration and decoding the test WER and CER (mean and spread over the seeds: one seed tells
 little, runs of one configuration differ by several points of WER), the last dev loss, the training wall
 time (training and the greedy test); prints the table, writes <out_dir>/quality.txt, quality.json (every run,
-with the wall time of its tests) and quality.png (greedy WER against wall time, a point per seed). With
+with the wall time of its tests and its dev loss per validation against wall time); then the time to quality
+(benchmarks/time_to_quality.py): the best dev loss each configuration reached by each of a few wall times,
+printed and in time_to_quality.txt, and quality.png, dev loss against wall time (a line per configuration,
+mean over seeds) beside each seed's greedy WER against its wall time. With
 --resume, runs already in --out_dir with the same command and tests are reused, so `--seeds 6 --resume` adds
 seeds 5-6 to a finished 4-seed benchmark. doc/QUALITY.rst has the recipes it measured.
 """
@@ -39,6 +42,7 @@ import subprocess
 import sys
 import time
 
+from benchmarks import time_to_quality
 from benchmarks.common import (ALPHABET, ROOT, deepspeech_command, environment, flags, fmt, folder, label,
                                parse_configs)
 
@@ -158,7 +162,8 @@ def run_once(config, seed, csvs, args):
     keep = ['--max_to_keep', str(args.average)] if args.average > 5 else []    # DeepSpeech keeps 5
     train_flags = (['--train_files', csvs['train'], '--dev_files', csvs['dev'], '--test_files', csvs['test'],
                     '--random_seed', str(seed), '--checkpoint_dir', checkpoint_dir, '--summary_dir',
-                    os.path.join(run_dir, 'summaries'), '--noshow_progressbar', '--load_train', 'init']
+                    os.path.join(run_dir, 'summaries'), '--noshow_progressbar', '--load_train', 'init',
+                    '--load_evaluate', 'best']     # the greedy test of best_dev, also under --ema_decay
                    + keep + model_flags + ['--beam_width', '1'])
     # the run's identity for --resume: not the interpreter or the checkout's path
     identity = dict(np=ranks, train=train_flags, env=environment(config), beam_width=args.beam_width,
@@ -169,11 +174,13 @@ def run_once(config, seed, csvs, args):
         if result.get('identity') == identity:
             return dict(result, label=name, reused=True)
     os.makedirs(run_dir, exist_ok=True)
+    started = time.time()
     exit_code, output, seconds = run_logged(deepspeech_command(train_flags, ranks), os.path.join(run_dir, 'output.txt'),
                                             environment(config))
     dev = [(int(e), float(loss)) for e, loss in DEV_LINE.findall(output)]
     result = dict(label=name, np=ranks, seed=seed, exit_code=exit_code, wall_s=seconds,
                   dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(output)),
+                  dev_curve=time_to_quality.dev_curve(os.path.join(run_dir, 'summaries'), started),
                   load_average=os.getloadavg()[0], identity=identity, single=dict(greedy=measured(output)))
     if exit_code == 0:
         started = time.time()
@@ -236,21 +243,6 @@ def table(summaries):
     return '\n'.join(lines)
 
 
-def plot(runs, path):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    figure, axes = plt.subplots(figsize=(7, 4.5))
-    for name in dict.fromkeys(r['label'] for r in runs):
-        mine = [r for r in runs if r['label'] == name and r['single']['greedy']['wer'] is not None]
-        axes.scatter([r['wall_s'] for r in mine], [r['single']['greedy']['wer'] for r in mine], label=name)
-    axes.set_xlabel('training + test wall time (s)')
-    axes.set_ylabel('test WER (greedy)')
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--configs', default='name=default', help='";"-separated configurations (see above)')
@@ -300,9 +292,14 @@ def main(argv=None):
         json.dump(dict(base_flags=args.base_flags, corpus=csvs, scorer=args.scorer_path, beam_width=args.beam_width,
                        average=args.average, load_average=os.getloadavg(), summaries=summaries, runs=runs), out,
                   indent=2)
-    plot(runs, os.path.join(args.out_dir, 'quality.png'))
+    curves = time_to_quality.table(runs)
+    with open(os.path.join(args.out_dir, 'time_to_quality.txt'), 'w') as out:
+        out.write(curves + '\n')
+    time_to_quality.plot(runs, os.path.join(args.out_dir, 'quality.png'))
     print()
     print(text)
+    print()
+    print(curves)
     return 0 if all(r['exit_code'] == 0 for r in runs) else 1
 
 

@@ -166,7 +166,35 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
             assert sorted(r[checkpoint]) == ['beam', 'greedy', 'scorer']
             assert all(0 <= m['wer'] and 0 <= m['cer'] for m in r[checkpoint].values())
     assert all(s['failed'] == 0 for s in report['summaries'])
+    assert [loss for _, loss in runs[0]['dev_curve']] == pytest.approx(runs[0]['dev_losses'], rel=1e-5)
+    assert 0 < runs[0]['dev_curve'][0][0] < runs[0]['dev_curve'][1][0] < runs[0]['wall_s']
+    curves = (out / 'time_to_quality.txt').read_text().splitlines()
+    assert curves[1].split()[:2] == ['configuration', 'runs'] and [line.split()[:2] for line in curves[3:]] == [
+        ['recipe', '1']]
+    assert '\n'.join(curves) in output
     assert (out / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.mark.fast
+def test_time_to_quality_is_the_best_dev_loss_reached_by_each_time_a_line_per_configuration(tmp_path):
+    """Two configurations of two seeds: a row and a line each, the mean over seeds of the lowest dev loss
+    reached by then (a later rise does not count), '-' before a seed's first validation."""
+    from benchmarks import time_to_quality
+
+    def run(name, wall_s, curve, wer):
+        return dict(label=name, wall_s=wall_s, dev_curve=curve, single=dict(greedy=dict(wer=wer)))
+    runs = [run('slow', 60, [(20, 9.0), (40, 5.0), (60, 7.0)], 0.4), run('fast', 30, [(15, 6.0), (30, 4.0)], 0.3),
+            run('slow', 60, [(20, 7.0), (40, 3.0), (60, 1.0)], 0.2), run('fast', 30, [(5, 6.0), (30, 2.0)], 0.1)]
+    lines = time_to_quality.table(runs).splitlines()
+    assert lines[1].split() == ['configuration', 'runs', '10', 's', '20', 's', '30', 's', '40', 's', '50', 's', '60',
+                                's', 'wall', 's', 'greedy', 'WER']
+    assert [line.split() for line in lines[3:]] == [
+        ['slow', '2', '-', '8.00', '8.00', '4.00', '4.00', '3.00', '60', '0.300'],
+        ['fast', '2', '-', '6.00', '3.00', '3.00', '3.00', '3.00', '30', '0.200']]
+    figure = time_to_quality.plot(runs, tmp_path / 'quality.png')
+    assert [line.get_label() for line in figure.axes[0].get_lines()] == ['slow', 'fast']
+    assert list(figure.axes[0].get_lines()[1].get_xdata()) == [10, 30]
+    assert (tmp_path / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
 @pytest.mark.fast
