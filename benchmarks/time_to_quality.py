@@ -80,7 +80,6 @@ def plot(runs, path):
                      color=line.get_color(), label=name)
     losses.set_xlabel('wall time since the run started (s)')
     losses.set_ylabel('dev loss (mean over seeds)')
-    losses.set_yscale('log')
     losses.grid(True, alpha=0.3)
     losses.legend()
     wers.set_xlabel('training + greedy test wall time (s)')

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.helpers.suite import ALPHABET, ROOT, client_python, run_command
+from tests.helpers.suite import ALPHABET, client_python, run_command
 
 from tests.helpers import netns_sshfs
 
@@ -133,7 +133,8 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     of the last two and the weight average; then the same command with --resume trains nothing. (One process
     differs only in its command: test_configurations_name_their_ranks_and_flags.)"""
     out = tmp_path / 'results'
-    recipe = os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')
+    recipe = tmp_path / 'recipe.flags'     # a flagfile after --base_flags (the shipped ones set a model size)
+    recipe.write_text('--layer_norm\n--shuffle_batches\n--augment=frequency_mask[p=0.8,n=2:4,size=2:4]\n')
     two_ranks = 'name=recipe,np=2,flagfile={},ema_decay=0.9'.format(recipe)
     command = [sys.executable, '-m', 'benchmarks.quality', '--configs', two_ranks,
                '--seeds', 1, '--utterances', 20, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out,
