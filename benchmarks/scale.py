@@ -276,7 +276,7 @@ def measured_index(n, source, args):
     """index_bytes() of the corpus of `n` samples as `source`, in a process of its own."""
     files = ','.join(os.path.join(args.work_dir, f) for f in scale_corpus.train_files(args.work_dir, source, n,
                                                                                       args.shard_size))
-    output = subprocess.run([sys.executable, os.path.abspath(__file__), '--index_pass', files], cwd=ROOT, check=True,
+    output = subprocess.run([sys.executable, '-m', 'benchmarks.scale', '--index_pass', files], cwd=ROOT, check=True,
                             stdout=subprocess.PIPE, universal_newlines=True, timeout=args.timeout,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')).stdout
     return float(output.splitlines()[-1])
