@@ -208,7 +208,7 @@ STOP_BOUND = 20
 
 
 def test_sigterm_at_random_moments_exits_promptly_and_each_run_resumes_from_the_last(corpus, tmp_path):
-    """Ten runs of the small-corpus recipe, each SIGTERMed at a random moment of its first seconds of training
+    """Five runs of the small-corpus recipe, each SIGTERMed at a random moment of its first seconds of training
     (a step, validation, a save, an epoch's boundary): each exits 143 within STOP_BOUND with a loadable train
     checkpoint of the step it stopped at, where the next run starts. Closing the session once waited for
     tf.data's autotuning thread of the idle validation iterator, up to 30 s and more (feeding.py,
@@ -217,7 +217,7 @@ def test_sigterm_at_random_moments_exits_promptly_and_each_run_resumes_from_the_
     flags = ['--flagfile', os.path.join(ROOT, 'data', 'recipes', 'small-corpus.flags')] + train_flags(
         corpus, tmp_path, '--dev_files', corpus / 'dev.csv')
     start = 0
-    for number in range(10):
+    for number in range(5):
         run = Run(deepspeech_command(*flags), tmp_path / 'log-{}'.format(number))
         run.wait_for('STARTING Optimization')
         time.sleep(moments.uniform(0, 6))
