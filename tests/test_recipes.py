@@ -37,7 +37,7 @@ def test_recipe_trains_one_tiny_epoch_with_the_users_flags_after_it(recipe, tmp_
     assert 'Finished training epoch 0' in run.output and 'Finished validating epoch 0 on' in run.output
     used = (tmp_path / 'checkpoints' / 'flags.txt').read_text().splitlines()
     assert '--n_hidden=16' in used and '--dropout_rate=0.0' in used     # the user's flags after the recipe win
-    overridden = ('--n_hidden=', '--dropout_rate=')
+    overridden = ('--n_hidden=', '--dropout_rate=', '--epochs=')
     assert set(line for line in recipe_lines(recipe)[1] if not line.startswith(overridden)) <= set(used)
 
 
@@ -45,7 +45,7 @@ def test_recipe_trains_one_tiny_epoch_with_the_users_flags_after_it(recipe, tmp_
 @pytest.mark.parametrize('recipe', RECIPES, ids=os.path.basename)
 def test_recipe_trains_on_two_horovod_ranks_in_step(recipe, tmp_path):
     """The ranks check at each epoch start that they agree on epoch, step and learning rate (a
-    divergence fails the run)."""
+    divergence fails the run). The batch is one process's, so the user sets one per rank (three samples)."""
     run = run_horovod(2, '--flagfile', recipe, *tiny_model_flags(tmp_path, 16), '--train_files', SMOKE_CSV,
-                      '--epochs', 2)
+                      '--train_batch_size', 1, '--epochs', 2)
     assert 'Finished training epoch 1' in run.output
