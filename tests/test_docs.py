@@ -97,8 +97,10 @@ def run_blocks(blocks, tmp_path):
     for block in blocks:
         run = run_command(['bash', '-euo', 'pipefail', '-c', block.script()], cwd=sandbox, env=env,
                           check=False, timeout=600)
-        assert run.returncode == 0, '{} failed ({}):\n{}\n{}'.format(block, run.returncode, block.script(),
-                                                                    run.output[-4000:])
+        # Every line naming an error first: under horovodrun the rank that failed first may be far from the tail.
+        errors = [line for line in run.output.splitlines() if 'Error' in line or ' E ' in line[:12]]
+        assert run.returncode == 0, '{} failed ({}):\n{}\n{}\n...\n{}'.format(
+            block, run.returncode, block.script(), '\n'.join(errors[:30]), run.output[-4000:])
 
 
 ALL_BLOCKS = [block for path in DOCS for block in runnable_blocks(path)]
