@@ -276,6 +276,19 @@ def test_two_ranks_each_cache_the_headers_they_read_and_one_rank_then_reads_none
     assert '0 file header(s) read, 300 known unchanged' in capsys.readouterr().out
 
 
+def test_a_rank_with_no_file_of_its_own_writes_its_cache_and_the_check_goes_on(tmp_path, alphabet, capsys):
+    """One file on two ranks: one rank's share is empty, and its cache file (folder stamps, no entries) is
+    still written (an empty share once crashed the write, one run in a few on three files)."""
+    source, cache = copy_corpus(tmp_path / 'corpus', 1), str(tmp_path / 'cache')
+    records = read_sources([source], alphabet)
+    run_ranks(threaded_ranks(2), lambda dist: validate_sets([('train', records)], config(alphabet, cache), dist,
+                                                            workers=1, cache_dir=cache))
+    assert headers_read(capsys.readouterr().out) == 1
+    assert sorted(name.rsplit('.', 2)[1] for name in os.listdir(cache)) == ['0', '1']
+    start_up(source, alphabet, cache)
+    assert '0 file header(s) read, 1 known unchanged' in capsys.readouterr().out
+
+
 def test_two_ranks_agree_on_files_smaller_or_larger_than_their_wav_filesize_also_from_the_cache(
         tmp_path, alphabet, capsys):
     """The sizes come from the stats the pass takes anyway (or the header cache's stamps): each rank compares

@@ -274,7 +274,8 @@ class HeaderCache:
         part: np.savez would join a million entries in memory first."""
         path = self.path(source, self.rank)
         keys = sorted(dirs)
-        columns = {name: [part[name] for part in parts] for name in ENTRY}
+        # A rank whose share of the files was empty still writes its folders' stamps: empty entry columns.
+        columns = {name: [part[name] for part in parts] or [np.empty(0, dtype)] for name, dtype in ENTRY.items()}
         columns.update((name, [np.array(values, np.uint64 if name == DIR_FIELDS[0] else np.int64)])
                        for name, values in zip(DIR_FIELDS, ([k for k in keys], [dirs[k][0] for k in keys],
                                                             [dirs[k][1] for k in keys])))
