@@ -42,6 +42,14 @@ def parse_configs(text, ranks=1):
     return configs
 
 
+def parsed_configs(parser, text, ranks=1):
+    """parse_configs of a command line's --configs, a malformed one reported as argparse reports a bad argument."""
+    try:
+        return parse_configs(text, ranks)
+    except ValueError as error:
+        parser.error(str(error))
+
+
 def label(config):
     return config.get('name') or ','.join('{}={}'.format(k, v) for k, v in config.items() if k != 'name')
 

@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 
-from benchmarks.common import ALPHABET, flags, label, parse_configs, table
+from benchmarks.common import ALPHABET, flags, label, parsed_configs, table
 from benchmarks.training import make_corpus
 
 DEFAULT_CONFIGS = 'h=100,b=8;h=2048,b=8'
@@ -165,10 +165,7 @@ def main(argv=None):
     parser.add_argument('--pairs', type=int, default=5, help='pairs of (real, cached) epochs per configuration')
     parser.add_argument('--out_dir', default='benchmark_results', help='pipeline.txt and pipeline.json')
     args = parser.parse_args(argv)
-    try:
-        configs = parse_configs(args.configs)
-    except ValueError as error:
-        parser.error(str(error))
+    configs = parsed_configs(parser, args.configs)
     if min(args.samples, args.pairs) < 1:
         parser.error('--samples and --pairs must be at least 1')
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')

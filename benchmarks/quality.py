@@ -44,7 +44,7 @@ import time
 
 from benchmarks import time_to_quality
 from benchmarks.common import (ALPHABET, ROOT, deepspeech_command, environment, flags, fmt, folder, label,
-                               parse_configs)
+                               parsed_configs)
 
 BASE_FLAGS = '--n_hidden 256 --train_batch_size 16 --dev_batch_size 16 --test_batch_size 16 --epochs 30'
 TEST_LINE = re.compile(r'Test on .* - WER: ([\d.]+), CER: ([\d.]+), loss: ([\d.]+)')
@@ -262,10 +262,7 @@ def main(argv=None):
     parser.add_argument('--resume', action='store_true',
                         help='reuse the finished runs in --out_dir that had the same command; run only the missing ones')
     args = parser.parse_args(argv)
-    try:
-        configs = parse_configs(args.configs, args.np)
-    except ValueError as error:
-        parser.error(str(error))
+    configs = parsed_configs(parser, args.configs, args.np)
     os.makedirs(args.out_dir, exist_ok=True)
     csvs = make_corpus(args.corpus_dir, args.utterances)
     args.scorer_path = make_scorer(args.corpus_dir) if args.scorer else None

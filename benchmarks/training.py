@@ -49,7 +49,7 @@ import time
 import wave
 
 from benchmarks.common import (ALPHABET, ROOT, deepspeech_command, environment, flags, fmt, folder, label,
-                               localhost_launch, parse_configs, table)
+                               localhost_launch, parsed_configs, table)
 
 DEFAULT_CONFIGS = 'h=512,b=8,lstm=fused,np=1;h=512,b=8,lstm=scan,np=1;h=512,b=8,lstm=scan,np=2'
 SEED = 4568                    # DeepSpeech.py's --random_seed default: the batch plan depends on it
@@ -363,10 +363,7 @@ def main(argv=None):
     parser.add_argument('--timeout', type=float, default=1800, help='seconds before a run is killed')
     parser.add_argument('--no_trace', action='store_true', help='do not strace the ranks (no audio bytes)')
     args = parser.parse_args(argv)
-    try:
-        configs = parse_configs(args.configs)
-    except ValueError as error:
-        parser.error(str(error))
+    configs = parsed_configs(parser, args.configs)
     if min(args.repeats, args.epochs, args.utterances) < 1:
         parser.error('--repeats, --epochs and --utterances must be at least 1')
     missing = [tool for tool in ['/usr/bin/time'] + ([] if args.no_trace else ['strace']) if not shutil.which(tool)]
