@@ -19,8 +19,8 @@ print('after the first step')
 '''
 
 
-def run_script(tmp_path, **env):
-    return run_command([sys.executable, '-c', SCRIPT],
+def run_script(tmp_path, script=SCRIPT, **env):
+    return run_command([sys.executable, '-c', script],
                        env=dict(env, DS_STARTUP_REPORT=str(tmp_path / 'startup'), **PACKAGE_ENV), timeout=60)
 
 
@@ -42,3 +42,15 @@ def test_without_the_exit_variable_training_goes_on_and_without_a_path_nothing_i
     run = run_command([sys.executable, '-c', SCRIPT], env=dict(DS_STARTUP_EXIT='1', **PACKAGE_ENV), cwd=str(tmp_path),
                       timeout=60)
     assert 'after the first step' in run.output and os.listdir(tmp_path) == ['startup.0']
+
+
+def test_the_reported_peak_is_one_a_phase_reached_though_memory_grows_after_the_last_mark(tmp_path):
+    """Input threads keep allocating after the first step's mark: the report must not read the peak again
+    (benchmarks/scale.py names the phase by whose end the peak was reached; a later, higher reading matched
+    none and crashed it in CI). Here every reading of the peak is higher than the one before."""
+    growing = 'import itertools\nreadings = itertools.count(100)\nstartup._peak_rss_mb = lambda: float(next(readings))\n'
+    script = SCRIPT.replace('from deepspeech_training.util import startup\n',
+                            'from deepspeech_training.util import startup\n' + growing)
+    run_script(tmp_path, script)
+    report = json.loads((tmp_path / 'startup.0').read_text())
+    assert report['peak_rss_mb'] == max(report['peak_rss_mb_after'].values()) == report['peak_rss_mb_after']['first batch']

@@ -76,9 +76,12 @@ def io_counters():
 
 
 def report(rank):
-    """The report of this process: what `first_step()` writes."""
+    """The report of this process: what `first_step()` writes. Its peak RSS is the one read at the last
+    mark, not read again: input threads keep allocating meanwhile, and a later reading would exceed every
+    phase's peak, so no phase would have reached it."""
     return dict(rank=rank, pid=os.getpid(), seconds_to_first_step=time.monotonic() - PROCESS_START,
-                process_start_known=_since_start is not None, phases=phase_seconds(), peak_rss_mb=_peak_rss_mb(),
+                process_start_known=_since_start is not None, phases=phase_seconds(),
+                peak_rss_mb=max(_peaks.values(), default=_peak_rss_mb()),
                 peak_rss_mb_after=dict(_peaks), io=io_counters())
 
 
