@@ -21,7 +21,7 @@ CRASH_AT = os.path.join(ROOT, 'tests', 'helpers', 'crash_at.py')
 
 pytestmark = pytest.mark.slow
 # Gloo: the dead-rank behaviour measured is Gloo's.
-HOROVOD_GLOO = horovodrun(2)
+HOROVOD_GLOO = horovodrun(2, build_check=False)
 
 
 @pytest.fixture(scope='module')
