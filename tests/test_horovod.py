@@ -17,7 +17,8 @@ import tensorflow as tf
 
 from tests.helpers.horovodrun import horovodrun
 from tests.helpers.suite import (CSV_HEADER, PACKAGE_ENV, ROOT, SMOKE_CSV, TRACE, deepspeech_command, make_corpus,
-                                 run_command, run_deepspeech, run_horovod, start_step, tiny_model_flags, traced_calls)
+                                 run_command, run_deepspeech, run_horovod, settings_from_args, start_step,
+                                 tiny_model_flags, traced_calls)
 from deepspeech_training.data.batching import PADDING, eval_batches, train_batches
 
 pytestmark = pytest.mark.slow
@@ -324,10 +325,13 @@ def test_fp16_compression_accumulation_and_warmup(fp16_run):
     assert final['beta1_power'] == pytest.approx(0.9 ** 3)   # two real updates (+ the initial 0.9)
 
 
-def test_horovod_only_flags_need_horovod(tmp_path):
-    run = run_command(deepspeech_command('--train_files', SMOKE_CSV, '--horovod_backward_passes_per_step', 2),
-                      check=False)
-    assert run.returncode != 0 and 'need --horovod' in run.output
+def test_horovod_only_flags_need_horovod():
+    """In process, as DeepSpeech.py parses its flags: how a rejected flag ends a run (its message, a non-zero
+    exit, nothing written) is tests/test_flags.py's, with this validator's sibling (--horovod_elastic)."""
+    from absl import flags
+    for flag in ('--horovod_fp16_compression', '--horovod_backward_passes_per_step=2'):
+        with pytest.raises(flags.Error, match='need --horovod'):
+            settings_from_args('--train_files', SMOKE_CSV, flag)
 
 
 def test_a_gradient_that_is_not_finite_stops_the_step_with_a_clear_error():
