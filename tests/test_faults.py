@@ -2,6 +2,7 @@
 current step, SIGKILL at any moment leaves the checkpoint directory loadable, a dead or frozen Horovod
 rank ends the whole job. Every run is bounded by a timeout that kills its whole process group."""
 import json
+import math
 import os
 import random
 import re
@@ -183,20 +184,21 @@ def train_rates(summary_dir):
 
 def test_the_cosine_schedule_after_a_mid_epoch_stop_and_rerun_is_that_of_one_uninterrupted_run(tmp_path):
     """--lr_schedule cosine with --total_epochs: a run stopped (SIGINT) in the middle of its second epoch
-    and run again gives every step the learning rate one uninterrupted run gives it, from --learning_rate
-    down to near 0 at the last step. The smoke set: 3 steps an epoch."""
-    def command(name):
-        return deepspeech_command(*tiny_model_flags(tmp_path / name), '--train_files', SMOKE_CSV, '--total_epochs', 3,
-                                  '--lr_schedule', 'cosine', '--learning_rate', 0.001)
-    run_command(command('whole'), timeout=240)
-    stopped = Run(signal_at_step(4, signal.SIGINT) + command('stopped')[1:], tmp_path / 'log-stopped')
+    and run again gives every step the learning rate one uninterrupted run gives it, --learning_rate x
+    (1 + cos(pi x step / steps)) / 2 (train_graph.schedule_factor; the fraction of the run fed at each step is
+    test_collectives'), from --learning_rate down to near 0 at the last step. The smoke set: 3 steps an epoch.
+    Held to the formula instead of an uninterrupted third run's summaries (which it matched to float32's
+    rounding, 1e-6 relative at the last step): a resume that restarts, repeats or skips part of the schedule
+    is off by far more than 1e-5."""
+    command = deepspeech_command(*tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--total_epochs', 3,
+                                 '--lr_schedule', 'cosine', '--learning_rate', 0.001)
+    stopped = Run(signal_at_step(4, signal.SIGINT) + command[1:], tmp_path / 'log-stopped')
     assert stopped.wait(240) == 130, stopped.output()
-    assert start_step(run_command(command('stopped'), timeout=240).output) == 4
-    whole, resumed = train_rates(tmp_path / 'whole' / 'summaries'), train_rates(tmp_path / 'stopped' / 'summaries')
-    assert sorted(whole) == sorted(resumed) and len(whole) == 9
-    assert [resumed[step] for step in sorted(resumed)] == [whole[step] for step in sorted(whole)]
-    rates = [whole[step] for step in sorted(whole)]
-    assert rates[0] == pytest.approx(0.001) and rates == sorted(rates, reverse=True) and rates[-1] < 0.001 * 0.05
+    assert start_step(run_command(command, timeout=240).output) == 4
+    rates, steps = train_rates(tmp_path / 'summaries'), 3 * 3
+    assert sorted(rates) == list(range(steps))
+    assert [rates[step] for step in range(steps)] == pytest.approx(
+        [0.001 * (1 + math.cos(math.pi * step / steps)) / 2 for step in range(steps)], rel=1e-5)
 
 
 # A hang guard, far above the 1-3 s a stop takes, and under the 30 s grace Slurm often gives after its SIGTERM.
