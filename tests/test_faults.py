@@ -2,6 +2,7 @@
 current step, SIGKILL at any moment leaves the checkpoint directory loadable, a dead or frozen Horovod
 rank ends the whole job. Every run is bounded by a timeout that kills its whole process group."""
 import json
+import math
 import os
 import random
 import re
@@ -21,7 +22,7 @@ CRASH_AT = os.path.join(ROOT, 'tests', 'helpers', 'crash_at.py')
 
 pytestmark = pytest.mark.slow
 # Gloo: the dead-rank behaviour measured is Gloo's.
-HOROVOD_GLOO = horovodrun(2)
+HOROVOD_GLOO = horovodrun(2, build_check=False)
 
 
 @pytest.fixture(scope='module')
@@ -117,15 +118,11 @@ def rank_pids(marker, timeout=60):
     raise AssertionError('did not find the two ranks of {}'.format(marker))
 
 
-def resume_step(corpus, tmp_path, horovod=False):
+def resume_step(corpus, tmp_path):
     """Run one more epoch from the checkpoint; the global step it started from."""
     flags = train_flags(corpus, tmp_path)
     flags[flags.index('--epochs') + 1] = 1
-    if horovod:
-        command = HOROVOD_GLOO + deepspeech_command('--horovod', *flags)
-    else:
-        command = deepspeech_command(*flags)
-    return start_step(run_command(command, timeout=240).output)
+    return start_step(run_command(deepspeech_command(*flags), timeout=240).output)
 
 
 def signal_at_step(step, signum, *options):
@@ -158,9 +155,10 @@ def test_a_sigterm_after_the_agreed_stop_does_not_kill_the_exiting_rank():
 
 def test_signal_mid_epoch_saves_the_current_step_and_the_next_run_resumes_there(corpus, tmp_path):
     """SIGINT (exit 130), then SIGTERM (143) to the run that resumed from its save, each right after that
-    run's own training step 3; a last run resumes from the second save and finishes. One chain instead of
-    one test per signal: each signalled run after the first is also the previous one's resume (its start
-    step checked), which saves a run per signal."""
+    run's own training step 3. One chain instead of one test per signal: the signalled run after the first
+    is also the previous one's resume (its start step checked), which saves a run per signal. Each save is
+    read back (its global step); a last run resuming from the second would take the path the second run
+    took from the first (5 s more)."""
     start = 0
     for signum, exit_code in [(signal.SIGINT, 130), (signal.SIGTERM, 143)]:
         run = Run(signal_at_step(3, signum) + deepspeech_command(*train_flags(corpus, tmp_path))[1:],
@@ -169,10 +167,9 @@ def test_signal_mid_epoch_saves_the_current_step_and_the_next_run_resumes_there(
         assert start_step(run.output()) == start, (signum.name, run.output())
         step, path = re.search(r'Interrupted at global step (\d+), saved (\S+)', run.output()).groups()
         assert int(step) == start + 3 and path.endswith('train-' + step), (signum.name, step, path)
-        assert state(tmp_path / 'checkpoints') == path and os.path.exists(path + '.index')
+        assert state(tmp_path / 'checkpoints') == path and load_and_read(path) == int(step)
         assert 'Finished training epoch' not in run.output()[run.output().index('Interrupted'):]
         start = int(step)
-    assert resume_step(corpus, tmp_path) == start
 
 
 def train_rates(summary_dir):
@@ -187,20 +184,21 @@ def train_rates(summary_dir):
 
 def test_the_cosine_schedule_after_a_mid_epoch_stop_and_rerun_is_that_of_one_uninterrupted_run(tmp_path):
     """--lr_schedule cosine with --total_epochs: a run stopped (SIGINT) in the middle of its second epoch
-    and run again gives every step the learning rate one uninterrupted run gives it, from --learning_rate
-    down to near 0 at the last step. The smoke set: 3 steps an epoch."""
-    def command(name):
-        return deepspeech_command(*tiny_model_flags(tmp_path / name), '--train_files', SMOKE_CSV, '--total_epochs', 3,
-                                  '--lr_schedule', 'cosine', '--learning_rate', 0.001)
-    run_command(command('whole'), timeout=240)
-    stopped = Run(signal_at_step(4, signal.SIGINT) + command('stopped')[1:], tmp_path / 'log-stopped')
+    and run again gives every step the learning rate one uninterrupted run gives it, --learning_rate x
+    (1 + cos(pi x step / steps)) / 2 (train_graph.schedule_factor; the fraction of the run fed at each step is
+    test_collectives'), from --learning_rate down to near 0 at the last step. The smoke set: 3 steps an epoch.
+    Held to the formula instead of an uninterrupted third run's summaries (which it matched to float32's
+    rounding, 1e-6 relative at the last step): a resume that restarts, repeats or skips part of the schedule
+    is off by far more than 1e-5."""
+    command = deepspeech_command(*tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--total_epochs', 3,
+                                 '--lr_schedule', 'cosine', '--learning_rate', 0.001)
+    stopped = Run(signal_at_step(4, signal.SIGINT) + command[1:], tmp_path / 'log-stopped')
     assert stopped.wait(240) == 130, stopped.output()
-    assert start_step(run_command(command('stopped'), timeout=240).output) == 4
-    whole, resumed = train_rates(tmp_path / 'whole' / 'summaries'), train_rates(tmp_path / 'stopped' / 'summaries')
-    assert sorted(whole) == sorted(resumed) and len(whole) == 9
-    assert [resumed[step] for step in sorted(resumed)] == [whole[step] for step in sorted(whole)]
-    rates = [whole[step] for step in sorted(whole)]
-    assert rates[0] == pytest.approx(0.001) and rates == sorted(rates, reverse=True) and rates[-1] < 0.001 * 0.05
+    assert start_step(run_command(command, timeout=240).output) == 4
+    rates, steps = train_rates(tmp_path / 'summaries'), 3 * 3
+    assert sorted(rates) == list(range(steps))
+    assert [rates[step] for step in range(steps)] == pytest.approx(
+        [0.001 * (1 + math.cos(math.pi * step / steps)) / 2 for step in range(steps)], rel=1e-5)
 
 
 # A hang guard, far above the 1-3 s a stop takes, and under the 30 s grace Slurm often gives after its SIGTERM.
@@ -231,13 +229,13 @@ def test_sigterm_at_random_moments_exits_promptly_and_each_run_resumes_from_the_
 
 def test_horovod_signal_stops_all_ranks_at_the_same_step(corpus, tmp_path):
     """SIGINT to rank 0, then SIGTERM to rank 1, then SIGINT to horovodrun, each right after training step 3
-    of its run; each run after the first resumes from the previous one's save (its start step checked),
-    and a last one resumes from the third. One chain instead of one test per target: it saves a
-    horovodrun per target."""
+    of its run; each run after the first resumes from the previous one's save (its start step checked).
+    One chain instead of one test per target: it saves a horovodrun per target. Each save is read back
+    (its global step); a last horovodrun resuming from the third would take the path the second and
+    third took (15 s more)."""
     start = 0
     for target, signum in [('rank 0', signal.SIGINT), ('rank 1', signal.SIGTERM), ('horovodrun', signal.SIGINT)]:
         start = signalled_horovod_run(corpus, tmp_path, target, signum, start)
-    assert resume_step(corpus, tmp_path, horovod=True) == start
 
 
 def signalled_horovod_run(corpus, tmp_path, target, signum, start):
@@ -255,7 +253,7 @@ def signalled_horovod_run(corpus, tmp_path, target, signum, start):
     step, path = re.search(r'Interrupted at global step (\d+), saved (\S+)', output).groups()
     # At step 3 for a rank's own signal; horovodrun forwards it as SIGTERM to both ranks a little later.
     assert int(step) == start + 3 if target != 'horovodrun' else int(step) >= start + 3, (target, step)
-    assert state(tmp_path / 'checkpoints') == path and os.path.exists(path + '.index')
+    assert state(tmp_path / 'checkpoints') == path and load_and_read(path) == int(step)
     # Both ranks left through the agreed stop, none through a failed collective: rank 0 with 130/143
     # (it says which in its log), the others with 0.
     expected = 143 if target == 'horovodrun' else 128 + signum

@@ -129,7 +129,7 @@ def run_deepspeech(*args, timeout=600, check=True):
 def run_horovod(ranks, *args, launcher='horovodrun', wrapper=(), timeout=600, check=True, env=None):
     """`horovodrun -np N -H localhost:N [wrapper] python DeepSpeech.py --horovod ...` (or mpirun)."""
     if launcher == 'horovodrun':
-        launch = horovodrun(ranks)     # Gloo: the mpirun path has its own test
+        launch = horovodrun(ranks, build_check=False)     # Gloo: the mpirun path has its own test
     else:
         launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', ranks, '-x', 'PATH']
     return run_command(launch + list(wrapper) + deepspeech_command('--horovod', *args), timeout=timeout,
