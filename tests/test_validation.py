@@ -47,43 +47,43 @@ def fails(tmp_path, *flags):
     return run.output
 
 
-def bad_missing(folder):
-    return 'gone.wav,1000,hello', 'audio file not found', 'relative to the CSV'
+def bad_missing(folder, name):
+    return '{},1000,hello'.format(name), 'audio file not found', 'relative to the CSV'
 
 
-def bad_corrupt(folder):
+def bad_corrupt(folder, name):
     wav = (folder / 'good_morning.wav').read_bytes()
-    (folder / 'bad.wav').write_bytes(wav[:30])           # the header cut before its data chunk
-    return 'bad.wav,30,hello', 'not a readable audio file', 're-encode it'
+    (folder / name).write_bytes(wav[:30])           # the header cut before its data chunk
+    return '{},30,hello'.format(name), 'not a readable audio file', 're-encode it'
 
 
-def bad_empty_file(folder):
-    (folder / 'bad.wav').write_bytes(b'')
-    return 'bad.wav,0,hello', 'the audio file is empty (0 bytes)', 're-create it, or remove the row'
+def bad_empty_file(folder, name):
+    (folder / name).write_bytes(b'')
+    return '{},0,hello'.format(name), 'the audio file is empty (0 bytes)', 're-create it, or remove the row'
 
 
-def bad_not_wav(folder):
-    (folder / 'bad.wav').write_text('this is a transcript, not audio\n')
-    return 'bad.wav,32,hello', 'not a readable audio file (Format not recognised', 'sox in.wav -b 16 -c 1'
+def bad_not_wav(folder, name):
+    (folder / name).write_text('this is a transcript, not audio\n')
+    return '{},32,hello'.format(name), 'not a readable audio file (Format not recognised', 'sox in.wav -b 16 -c 1'
 
 
-def bad_sample_rate(folder):
+def bad_sample_rate(folder, name):
     audio, _ = smoke_audio()
-    soundfile.write(str(folder / 'bad.wav'), audio[::2], 8000, subtype='PCM_16')
-    return 'bad.wav,21000,hello', 'sample rate 8000 Hz, expected 16000 Hz', 'drop --nonormalize_sample_rate'
+    soundfile.write(str(folder / name), audio[::2], 8000, subtype='PCM_16')
+    return '{},21000,hello'.format(name), 'sample rate 8000 Hz, expected 16000 Hz', 'drop --nonormalize_sample_rate'
 
 
-def bad_stereo(folder):
+def bad_stereo(folder, name):
     audio, rate = smoke_audio()
-    soundfile.write(str(folder / 'bad.wav'), np.stack([audio, audio], axis=1), rate, subtype='PCM_16')
-    return 'bad.wav,85000,hello', '2 channels, expected mono', 'sox in.wav -c 1 out.wav'
+    soundfile.write(str(folder / name), np.stack([audio, audio], axis=1), rate, subtype='PCM_16')
+    return '{},85000,hello'.format(name), '2 channels, expected mono', 'sox in.wav -c 1 out.wav'
 
 
-def bad_transcript_too_long(folder):
+def bad_transcript_too_long(folder, name):
     audio, rate = smoke_audio()
-    soundfile.write(str(folder / 'bad.wav'), audio[:rate // 10], rate, subtype='PCM_16')   # 0.1 s: 4 frames
-    return ('bad.wav,3244,hello', 'transcript too long for the audio: its 5 label(s) need at least 6 feature '
-            'frames under CTC, the 0.10 s of audio give 4', 'check that the transcript belongs to this file')
+    soundfile.write(str(folder / name), audio[:rate // 10], rate, subtype='PCM_16')   # 0.1 s: 4 frames
+    return ('{},3244,hello'.format(name), 'transcript too long for the audio: its 5 label(s) need at least 6 '
+            'feature frames under CTC, the 0.10 s of audio give 4', 'check that the transcript belongs to this file')
 
 
 AUDIO_PROBLEMS = {'missing_file': bad_missing, 'corrupt_file': bad_corrupt, 'empty_file': bad_empty_file,
@@ -91,32 +91,36 @@ AUDIO_PROBLEMS = {'missing_file': bad_missing, 'corrupt_file': bad_corrupt, 'emp
                   'transcript_too_long': bad_transcript_too_long}
 
 
-@pytest.mark.parametrize('problem', sorted(AUDIO_PROBLEMS))
-def test_bad_audio_is_reported_with_csv_line_file_what_and_fix(tmp_path, data, problem):
-    row, what, fix = AUDIO_PROBLEMS[problem](data)
-    csv_path = write_csv(data, [GOOD_ROWS[0], row, GOOD_ROWS[1]])
+def test_bad_audio_is_reported_with_csv_line_file_what_and_fix(tmp_path, data):
+    """Each kind of bad audio in a row of its own among good ones, all in one run: the check lists every
+    problem of a set before stopping (test_more_than_20_problems_...), each on its own line."""
+    rows = {problem: AUDIO_PROBLEMS[problem](data, problem + '.wav') for problem in sorted(AUDIO_PROBLEMS)}
+    csv_path = write_csv(data, [GOOD_ROWS[0]] + [row for row, _, _ in rows.values()] + [GOOD_ROWS[1]])
     output = fails(tmp_path, '--train_files', csv_path, '--nonormalize_sample_rate')
-    wav = str(data / row.split(',')[0])
-    line = [line for line in output.splitlines() if 'line 3' in line]
-    assert len(line) == 1 and line[0].strip().startswith('{}: line 3: {}: '.format(csv_path, wav)), output
-    assert what in line[0] and fix in line[0], output
-    assert '1 problem(s) in the input data' in output
+    for number, (problem, (row, what, fix)) in enumerate(rows.items(), start=3):
+        line = [line for line in output.splitlines() if 'line {}:'.format(number) in line]
+        assert len(line) == 1 and line[0].strip().startswith('{}: line {}: {}: '.format(
+            csv_path, number, data / '{}.wav'.format(problem))), output
+        assert what in line[0] and fix in line[0], (problem, output)
+    assert '{} problem(s) in the input data'.format(len(rows)) in output
 
 
 CSV_PROBLEMS = {
-    'empty_transcript': (['good_morning.wav,42668,'], 'line 2: good_morning.wav: empty transcript'),
-    'out_of_alphabet': (['good_morning.wav,42668,Good morning!'],
-                        "line 2: good_morning.wav: characters not in the alphabet: 'G' '!' (normalise the "
+    'empty_transcript': ('good_morning.wav,42668,', 'good_morning.wav: empty transcript'),
+    'out_of_alphabet': ('hello_world.wav,46760,Good morning!',
+                        "hello_world.wav: characters not in the alphabet: 'G' '!' (normalise the "
                         "transcript, or add them to the alphabet file)"),
 }
 
 
-@pytest.mark.parametrize('problem', sorted(CSV_PROBLEMS))
-def test_bad_transcript_is_reported_with_csv_line_and_fix(tmp_path, data, problem):
-    rows, message = CSV_PROBLEMS[problem]
-    csv_path = write_csv(data, rows + GOOD_ROWS[1:])
+def test_bad_transcript_is_reported_with_csv_line_and_fix(tmp_path, data):
+    """Both problems in one CSV, one run (as the audio problems above)."""
+    problems = [CSV_PROBLEMS[problem] for problem in sorted(CSV_PROBLEMS)]
+    csv_path = write_csv(data, [row for row, _ in problems] + GOOD_ROWS[2:])
     output = fails(tmp_path, '--train_files', csv_path)
-    assert '{}: {}'.format(csv_path, message) in output
+    for number, (_, message) in enumerate(problems, start=2):
+        assert '{}: line {}: {}'.format(csv_path, number, message) in output
+    assert '{} problem(s) in the input data'.format(len(problems)) in output
 
 
 def test_csv_without_the_three_columns_names_the_expected_header(tmp_path, data):
@@ -146,7 +150,7 @@ def test_more_than_20_problems_lists_20_and_counts_the_rest(tmp_path, data):
 
 
 def test_skip_invalid_samples_trains_on_the_rest_and_prints_a_summary(tmp_path, data):
-    bad_stereo(data)
+    bad_stereo(data, 'bad.wav')
     (data / 'empty.wav').write_bytes(b'')
     csv_path = write_csv(data, GOOD_ROWS[:2] + ['bad.wav,85000,hello', 'empty.wav,0,x', 'gone.wav,9,x'])
     run = run_deepspeech(*tiny_model_flags(tmp_path, 16), '--train_files', csv_path, '--dev_files', csv_path,
@@ -183,8 +187,7 @@ def test_skip_invalid_samples_still_fails_when_a_set_becomes_empty(tmp_path, dat
 def test_two_ranks_agree_and_both_fail_before_training(tmp_path, data):
     # Audio paths are split between ranks in sorted order: zz.wav (the 4th) is checked by rank 1 only,
     # yet both ranks must report it and stop, before any collective of training (no hang).
-    bad_stereo(data)
-    (data / 'bad.wav').rename(data / 'zz.wav')
+    bad_stereo(data, 'zz.wav')
     csv_path = write_csv(data, GOOD_ROWS + ['zz.wav,85000,hello'])
     run = run_horovod(2, *tiny_model_flags(tmp_path, 16), '--train_files', csv_path, '--epochs', 1, check=False,
                       timeout=120)
