@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from tests.helpers.suite import (CSV_HEADER, ROOT, SMOKE_CSV, make_corpus, make_scorer, run_command, run_deepspeech,
-                                 tiny_model_flags)
+from tests.helpers.suite import (ALPHABET, CSV_HEADER, ROOT, SMOKE_CSV, make_corpus, make_scorer, run_command,
+                                 run_deepspeech, tiny_model_flags)
 
 pytestmark = pytest.mark.slow
 N_HIDDEN = 128
@@ -47,25 +47,30 @@ def test_scorer_lowers_wer_on_held_out_sentences(trained):
     assert with_scorer < without
 
 
-def bad_scorer_run(tmp_path, scorer):
+def test_random_bytes_scorer_fails_at_start(tmp_path):
+    """A bad scorer as a user meets it: exit 1 with the reason, before anything is written. The other bad
+    scorers below are loaded in process: they raise the same ScorerError, which ends a run this way."""
+    scorer = tmp_path / 'random.scorer'
+    scorer.write_bytes(os.urandom(4096))
     run = run_deepspeech(*tiny_model_flags(tmp_path), '--train_files', SMOKE_CSV, '--scorer', scorer, check=False)
     assert run.returncode == 1, run.output[-2000:]
     assert not (tmp_path / 'checkpoints').exists()
-    return run.output
+    assert 'cannot load scorer {}: it does not start with a KenLM binary model'.format(scorer) in run.output
 
 
-def test_random_bytes_scorer_fails_at_start(tmp_path):
-    scorer = tmp_path / 'random.scorer'
-    scorer.write_bytes(os.urandom(4096))
-    assert 'cannot load scorer {}: it does not start with a KenLM binary model'.format(scorer) in \
-        bad_scorer_run(tmp_path, scorer)
+def scorer_error(scorer):
+    """The ScorerError's message of loading `scorer` as a run of the default alphabet does (at its start)."""
+    from deepspeech_training.scorer import ScorerError, load_scorer
+    with pytest.raises(ScorerError) as error:
+        load_scorer(str(scorer), None, None, ALPHABET, False)
+    return str(error.value)
 
 
 def test_truncated_scorer_fails_at_start_without_crashing(trained, tmp_path):
     scorer = tmp_path / 'truncated.scorer'
     scorer.write_bytes(trained[2].read_bytes()[:trained[2].stat().st_size // 3])
-    output = bad_scorer_run(tmp_path, scorer)
-    assert 'scorer {} is damaged'.format(scorer) in output or 'cannot load scorer {}'.format(scorer) in output
+    message = scorer_error(scorer)
+    assert 'scorer {} is damaged'.format(scorer) in message or 'cannot load scorer {}'.format(scorer) in message
 
 
 def test_scorer_for_bytes_output_fails_with_a_character_alphabet(trained, tmp_path):
@@ -74,7 +79,7 @@ def test_scorer_for_bytes_output_fails_with_a_character_alphabet(trained, tmp_pa
     run_command([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet',
                  os.path.join(ROOT, 'data', 'alphabet.txt'), '--lm', lm / 'lm.binary', '--vocab', lm / 'vocab-500.txt',
                  '--package', scorer, '--force_bytes_output_mode', 'true'])
-    assert 'was made for UTF-8 bytes but this model predicts alphabet labels' in bad_scorer_run(tmp_path, scorer)
+    assert 'was made for UTF-8 bytes but this model predicts alphabet labels' in scorer_error(scorer)
 
 
 def test_lm_optimizer_reports_the_best_alpha_and_beta(trained):
@@ -119,6 +124,6 @@ def test_scorer_made_with_another_alphabet_fails_at_start(trained, tmp_path):
     scorer = tmp_path / 'other.scorer'
     run_command([sys.executable, os.path.join(ROOT, 'bin', 'generate_scorer_package.py'), '--alphabet', other_alphabet,
                  '--lm', lm / 'lm.binary', '--vocab', lm / 'vocab-500.txt', '--package', scorer])
-    output = bad_scorer_run(tmp_path, scorer)
+    output = scorer_error(scorer)
     assert 'scorer {} was made with another alphabet'.format(scorer) in output
     assert 'has 28 labels with the space at 0' in output
