@@ -3,6 +3,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,14 +44,25 @@ def checkpoint_values(prefix):
 
 
 @pytest.fixture(scope='module')
-def resumed_run(tmp_path_factory):
-    """Two epochs with validation, then a second run of one epoch that cannot move the weights
-    (learning rate 0), so anything re-initialised would show."""
+def first_run(tmp_path_factory):
+    """Two epochs with validation at the default, constant learning rate, started as a user starts it
+    (run_as_user): its directory and output, and a copy of its summaries (constant_rate_run) made before
+    resumed_run's second run adds to them."""
     tmp_path = tmp_path_factory.mktemp('resume')
-    flags = tiny_model_flags(tmp_path, N_HIDDEN) + ['--train_files', SMOKE_CSV]
-    first = run_deepspeech(*flags, '--dev_files', SMOKE_CSV, '--epochs', 2)
-    second = run_deepspeech(*flags, '--epochs', 1, '--learning_rate', 0, '--force_initialize_learning_rate')
-    return tmp_path / 'checkpoints', first.output, second.output
+    output = run_as_user(deepspeech_command(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_CSV,
+                                            '--dev_files', SMOKE_CSV, '--epochs', 2))
+    shutil.copytree(str(tmp_path / 'summaries'), str(tmp_path / 'constant_rate' / 'summaries'))
+    return tmp_path, output
+
+
+@pytest.fixture(scope='module')
+def resumed_run(first_run):
+    """first_run, then a second run of one epoch that cannot move the weights (learning rate 0), so
+    anything re-initialised would show."""
+    tmp_path, first = first_run
+    second = run_deepspeech(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_CSV, '--epochs', 1,
+                            '--learning_rate', 0, '--force_initialize_learning_rate')
+    return tmp_path / 'checkpoints', first, second.output
 
 
 def test_overfit_one_utterance_decodes_exactly(tmp_path):
@@ -189,12 +201,9 @@ def run_as_user(command, timeout=300, codes=(0,)):
 
 
 @pytest.fixture(scope='module')
-def constant_rate_run(tmp_path_factory):
-    """Two epochs with validation at the default, constant learning rate, started as a user starts it."""
-    tmp_path = tmp_path_factory.mktemp('constant_rate')
-    output = run_as_user(deepspeech_command(*tiny_model_flags(tmp_path, N_HIDDEN), '--train_files', SMOKE_CSV,
-                                            '--dev_files', SMOKE_CSV, '--epochs', 2))
-    return tmp_path / 'summaries', output
+def constant_rate_run(first_run):
+    """first_run's summaries (before the resumed run's) and output."""
+    return first_run[0] / 'constant_rate' / 'summaries', first_run[1]
 
 
 def test_a_run_prints_none_of_tensorflows_cuda_and_tensorrt_import_noise(constant_rate_run):
