@@ -61,6 +61,24 @@ def run_command(command, timeout=600, check=True, env=None, cwd=ROOT):
     return result
 
 
+# TensorFlow's import lines a user should not see (deepspeech_training.entry.import_tensorflow_quietly drops them)
+TF_IMPORT_NOISE = ('Unable to register cuDNN', 'Unable to register cuFFT', 'Unable to register cuBLAS', 'TensorRT')
+
+
+def import_noise(output):
+    """The lines of `output` that are TensorFlow's import noise."""
+    return [line for line in output.splitlines() if any(word in line for word in TF_IMPORT_NOISE)]
+
+
+def run_as_user(command, timeout=300, codes=(0,)):
+    """`command` with the environment a user has: no TF_CPP_MIN_LOG_LEVEL (run_command sets one)."""
+    env = {name: value for name, value in os.environ.items() if name != 'TF_CPP_MIN_LOG_LEVEL'}
+    run = subprocess.run([str(c) for c in command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+    assert run.returncode in codes, run.stdout[-5000:]
+    return run.stdout
+
+
 # A directory for the whole run, shared by the xdist workers (they inherit its path from the controller):
 # the background image build's files, and models trained once for several files (shared_model).
 RUN_DIR = 'DS_TEST_RUN_DIR'
