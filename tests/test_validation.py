@@ -1,6 +1,7 @@
 """The validation pass (data/validation.py and the CSV checks of data/samples.py), as a user meets it:
-a real `python DeepSpeech.py` (or two Horovod ranks) fed one bad input each, built in tmp_path from the
-bundled smoke-test wavs. Every failure must name the CSV, the line, the audio file, what is wrong and
+a real `python DeepSpeech.py` (or two Horovod ranks) fed bad inputs built in tmp_path from the bundled
+smoke-test wavs, each kind in a row or CSV of its own (a run lists every problem it finds, so one run checks
+several kinds). Every failure must name the CSV, the line, the audio file, what is wrong and
 the fix, exit non-zero, and leave no checkpoint, flags.txt or summary behind."""
 import shutil
 
@@ -113,31 +114,24 @@ CSV_PROBLEMS = {
 }
 
 
-def test_bad_transcript_is_reported_with_csv_line_and_fix(tmp_path, data):
-    """Both problems in one CSV, one run (as the audio problems above)."""
+def test_bad_csvs_are_reported_with_csv_line_and_fix(tmp_path, data):
+    """Three bad CSVs in one run (the CSV reader reports every file's problems before stopping): the two bad
+    transcripts in one, a header without the three columns, a row that is not UTF-8."""
     problems = [CSV_PROBLEMS[problem] for problem in sorted(CSV_PROBLEMS)]
-    csv_path = write_csv(data, [row for row, _ in problems] + GOOD_ROWS[2:])
-    output = fails(tmp_path, '--train_files', csv_path)
+    transcripts = write_csv(data, [row for row, _ in problems] + GOOD_ROWS[2:])
+    header = write_csv(data, ['good_morning.wav,good morning'], name='header.csv', header='path,text')
+    latin1 = data / 'latin1.csv'
+    latin1.write_bytes('\n'.join([CSV_HEADER, GOOD_ROWS[0], 'hello_world.wav,46760,caf\xe9 au lait', GOOD_ROWS[2]])
+                       .encode('latin-1') + b'\n')
+    output = fails(tmp_path, '--train_files', ','.join(str(path) for path in (transcripts, header, latin1)))
     for number, (_, message) in enumerate(problems, start=2):
-        assert '{}: line {}: {}'.format(csv_path, number, message) in output
-    assert '{} problem(s) in the input data'.format(len(problems)) in output
-
-
-def test_csv_without_the_three_columns_names_the_expected_header(tmp_path, data):
-    csv_path = write_csv(data, ['good_morning.wav,good morning'], header='path,text')
-    output = fails(tmp_path, '--train_files', csv_path)
+        assert '{}: line {}: {}'.format(transcripts, number, message) in output
     assert ('{}: line 1: missing column(s) wav_filename, wav_filesize, transcript (the header is "path,text"); '
-            'a DeepSpeech CSV starts with the header "{}"'.format(csv_path, CSV_HEADER)) in output
-
-
-def test_row_that_is_not_utf8_names_its_line(tmp_path, data):
-    csv_path = data / 'latin1.csv'
-    csv_path.write_bytes('\n'.join([CSV_HEADER, GOOD_ROWS[0], 'hello_world.wav,46760,caf\xe9 au lait', GOOD_ROWS[2]])
-                         .encode('latin-1') + b'\n')
-    output = fails(tmp_path, '--train_files', csv_path)
-    assert '{}: line 3: not valid UTF-8 (byte 0xe9 at byte 26 of the line); re-encode the file'.format(csv_path) \
+            'a DeepSpeech CSV starts with the header "{}"'.format(header, CSV_HEADER)) in output
+    assert '{}: line 3: not valid UTF-8 (byte 0xe9 at byte 26 of the line); re-encode the file'.format(latin1) \
         in output
     assert 'iconv -f LATIN1 -t UTF-8' in output
+    assert '{} problem(s) in the input data'.format(len(problems) + 2) in output
 
 
 def test_more_than_20_problems_lists_20_and_counts_the_rest(tmp_path, data):
