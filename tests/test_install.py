@@ -189,10 +189,13 @@ def test_setup_names_a_working_python_for_an_environment_of_ones_own():
 
 # ---- the top level as DeepSpeech had it: setup.py and requirements.txt -----------------------------------
 
-def fresh_venv(root):
-    """A fresh virtual environment of this environment's Python with its own pip, nothing else."""
+@pytest.fixture(scope='module')
+def fresh_venv(tmp_path_factory):
+    """A fresh virtual environment of this environment's Python with its own pip, nothing else but what
+    test_editable_install_in_a_fresh_venv installs into it (--no-deps: our package alone, which no
+    requirement names, so the dry run beside it resolves as in an empty one)."""
     base_python = os.path.join(sys.base_prefix, 'bin', 'python{}.{}'.format(*sys.version_info[:2]))
-    venv = root / 'venv'
+    venv = tmp_path_factory.mktemp('fresh') / 'venv'
     run_command([base_python, '-m', 'venv', venv], timeout=120)
     return venv
 
@@ -213,33 +216,32 @@ def test_requirements_txt_is_the_training_set_under_the_tested_pins():
 
 
 @pytest.mark.slow
-def test_editable_install_in_a_fresh_venv(tmp_path):
+def test_editable_install_in_a_fresh_venv(fresh_venv, tmp_path):
     """pip install --no-deps -e . (DeepSpeech's pip3 install --upgrade -e .) in a fresh venv: the package
     imports from the checkout (a copy: the build writes *.egg-info), and the console scripts are there."""
     source = tmp_path / 'source'
     shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
         '.git', '__pycache__', 'build', '*.egg-info', '.pytest_cache', '.hypothesis'))
-    venv = fresh_venv(tmp_path)
-    run_command([venv / 'bin' / 'python', '-m', 'pip', 'install', '--no-deps', '-e', '.'], cwd=source, timeout=300)
-    run = run_command([venv / 'bin' / 'python', '-c', 'import deepspeech_training, deepspeech_training.data as d; '
+    python = fresh_venv / 'bin' / 'python'
+    run_command([python, '-m', 'pip', 'install', '--no-deps', '-e', '.'], cwd=source, timeout=300)
+    run = run_command([python, '-c', 'import deepspeech_training, deepspeech_training.data as d; '
                        'print(deepspeech_training.__file__); print(d.__file__)'], cwd=tmp_path)
     assert run.output.split() == [str(source / 'training' / 'deepspeech_training' / '__init__.py'),
                                   str(source / 'training' / 'deepspeech_training' / 'data' / '__init__.py')]
     for script in CONSOLE_SCRIPTS:
-        path = venv / 'bin' / script
+        path = fresh_venv / 'bin' / script
         assert path.exists(), script
-        assert path.read_text().splitlines()[0] == '#!{}'.format(venv / 'bin' / 'python'), script
-    listed = run_command([venv / 'bin' / 'python', '-m', 'pip', 'show', 'deepspeech_training']).output
+        assert path.read_text().splitlines()[0] == '#!{}'.format(python), script
+    listed = run_command([python, '-m', 'pip', 'show', 'deepspeech_training']).output
     assert 'Version: 0.1.0' in listed and 'Editable project location: {}'.format(source) in listed
 
 
 @pytest.mark.slow
-def test_requirements_txt_resolves_to_the_tested_versions_in_a_fresh_venv(tmp_path):
+def test_requirements_txt_resolves_to_the_tested_versions_in_a_fresh_venv(fresh_venv, tmp_path):
     """pip install -r requirements.txt --dry-run in a fresh venv: everything it would install is at the
     version of constraints.txt (TensorFlow 2.15.1, flashlight-text 0.0.7, ...), and Horovod is left to its build."""
-    venv = fresh_venv(tmp_path)
     report = tmp_path / 'report.json'
-    run_command([venv / 'bin' / 'python', '-m', 'pip', 'install', '-r', os.path.join(ROOT, 'requirements.txt'),
+    run_command([fresh_venv / 'bin' / 'python', '-m', 'pip', 'install', '-r', os.path.join(ROOT, 'requirements.txt'),
                  '--dry-run', '--quiet', '--report', report], cwd=tmp_path, timeout=600)
     with open(str(report)) as report_file:
         chosen = {canonicalize_name(item['metadata']['name']): item['metadata']['version']
