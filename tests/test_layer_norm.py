@@ -1,12 +1,15 @@
 """--layer_norm as DeepSpeech 0.9: layer normalisation after layers 1-3 and 5, its variables named as
 tf.contrib.layers.layer_norm named them, so DeepSpeech checkpoints trained with it load here and ours there;
 the exported model runs in the released clients."""
+import shutil
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
-from tests.helpers.suite import SMOKE_SINGLE_CSV, run_deepspeech, tiny_model_flags
+from tests.helpers.suite import (OVERFIT_N_HIDDEN, SMOKE_SINGLE_CSV, overfit_single_utterance, run_deepspeech,
+                                 tiny_model_flags)
 from test_export import CLIENT_MODELS, GREEDY, WAV, run_client_command
 
 N_HIDDEN = 64
@@ -57,9 +60,11 @@ def test_layer_norm_checkpoint_reloads_only_with_the_flag(trained):
 
 @pytest.mark.slow
 def test_a_checkpoint_without_layer_norm_says_so_when_the_flag_is_given(tmp_path):
-    flags = tiny_model_flags(tmp_path) + ['--train_files', SMOKE_SINGLE_CSV, '--epochs', 1]
-    run_deepspeech(*flags)
-    run = run_deepspeech(*flags, '--layer_norm', check=False)
+    """A copy of the run's shared model (suite.overfit_single_utterance, trained without the flag) resumed
+    with it."""
+    shutil.copytree(str(overfit_single_utterance()[0]), str(tmp_path / 'checkpoints'))
+    run = run_deepspeech(*tiny_model_flags(tmp_path, OVERFIT_N_HIDDEN), '--train_files', SMOKE_SINGLE_CSV,
+                         '--epochs', 1, '--layer_norm', check=False)
     assert run.returncode != 0 and 'trained without --layer_norm' in run.output
 
 
