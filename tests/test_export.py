@@ -19,7 +19,7 @@ import tensorflow.compat.v1 as tfv1
 
 from tests.helpers.suite import (ALPHABET, OVERFIT_N_HIDDEN, ROOT, SMOKE_SINGLE_CSV, client_python,
                                  deepspeech_command, make_scorer, overfit_single_utterance, run_command,
-                                 run_deepspeech, tiny_model_flags)
+                                 run_deepspeech, settings_from_args, tiny_model_flags)
 from deepspeech_training.decoding import greedy_decode
 from tensorflow.core.util.memmapped_file_system_pb2 import MemmappedFileSystemDirectory
 from deepspeech_training.data.audio import read_audio
@@ -199,8 +199,15 @@ def test_client_stream_fed_in_chunks_transcribes_like_one_shot_infer(exported, d
 
 
 def test_unquantised_tflite_model_runs_in_the_clients(exported, tmp_path):
-    run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', exported[0].parent / 'checkpoints', '--load_evaluate',
-                   'last', '--export_dir', tmp_path, '--export_tflite', '--noexport_quantize')
+    """Exported in this process (export.export with DeepSpeech.py's flags read as it reads them; the export
+    run's own command line is the exported fixture's)."""
+    from tensorflow.python.eager import context
+    from deepspeech_training.export import export
+    settings, _ = settings_from_args('--n_hidden', N_HIDDEN, '--checkpoint_dir', exported[0].parent / 'checkpoints',
+                                     '--load_evaluate', 'last', '--export_dir', tmp_path, '--export_tflite',
+                                     '--noexport_quantize')
+    with context.graph_mode():
+        export(settings)
     unquantised = tmp_path / 'output_graph.tflite'
     # float32 weights instead of int8 ones
     assert unquantised.stat().st_size > 3 * (exported[0] / 'output_graph.tflite').stat().st_size
@@ -265,7 +272,6 @@ def test_in_process_export_of_a_fresh_checkpoint_has_the_clients_inputs_outputs_
     one epoch of a tiny model in this process (the single-process seam), then .pb, .pbmm, .tflite and .zip;
     the export's log names the checkpoint once and holds back the TF Lite converter's alarming lines."""
     from tensorflow.python.eager import context
-    from tests.helpers.suite import settings_from_args
     from deepspeech_training.checkpoints import check_writable
     from deepspeech_training.distributed import Single
     from deepspeech_training.export import INPUT_NAMES, METADATA_NAMES, OUTPUT_NAMES, export
