@@ -25,14 +25,15 @@ N_HIDDEN = 64
 WRITE_RELEASE_LAYOUT = os.path.join(ROOT, 'tests', 'helpers', 'write_release_layout.py')
 
 
-def write_release_layout(source_checkpoint, directory, leave_out=()):
-    """The variables of `source_checkpoint` (a checkpoint prefix) saved in `directory` as a release
-    checkpoint: without the LSTM's Adam moments and our epoch_position and epoch_loss (and `leave_out`), with cuDNN's flat
-    opaque moments, and a best_dev_checkpoint naming it by the absolute path of the machine it was trained
-    on. Written by tests/helpers/write_release_layout.py in a process of its own: no TF1 Session runs inside
-    pytest (stop 29's CI hung silently in this file's first test, where one did). Returns the directory."""
-    run_command([sys.executable, WRITE_RELEASE_LAYOUT, source_checkpoint, directory, '--leave_out', *leave_out])
-    return directory
+def write_release_layouts(source_checkpoint, layouts):
+    """The variables of `source_checkpoint` (a checkpoint prefix) saved as a release checkpoint in each
+    directory of `layouts` ({directory: variables to leave out as well}): without the LSTM's Adam moments
+    and our epoch_position and epoch_loss, with cuDNN's flat opaque moments, and a best_dev_checkpoint
+    naming it by the absolute path of the machine it was trained on. Written by
+    tests/helpers/write_release_layout.py in a process of its own: no TF1 Session runs inside pytest (stop
+    29's CI hung silently in this file's first test, where one did)."""
+    run_command([sys.executable, WRITE_RELEASE_LAYOUT, source_checkpoint] +
+                ['{}={}'.format(directory, ','.join(leave_out)) for directory, leave_out in layouts.items()])
 
 
 @pytest.fixture(scope='module')
@@ -53,8 +54,15 @@ def source(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def release(source, tmp_path_factory):
-    return write_release_layout(source[2], tmp_path_factory.mktemp('release'))
+def releases(source, tmp_path_factory):
+    """The release layouts of the tests, written in one process: 'release' as the releases are, and two with
+    a variable more left out: an Adam moment other than the LSTM's and beta1_power ('other_missing'), and
+    the learning rate of an older release ('no_learning_rate')."""
+    layouts = {'release': [], 'other_missing': ['layer_2/bias/Adam', 'beta1_power'],
+               'no_learning_rate': ['learning_rate']}
+    directories = {name: tmp_path_factory.mktemp(name) for name in layouts}
+    write_release_layouts(source[2], {directories[name]: leave_out for name, leave_out in layouts.items()})
+    return directories
 
 
 def fine_tune_flags(release_dir, out, *args):
@@ -81,9 +89,10 @@ def line_with(text, output):
     return next(line for line in output.splitlines() if text in line)
 
 
-def test_load_cudnn_fine_tunes_a_release_checkpoint_and_keeps_its_transcripts(source, release, tmp_path):
+def test_load_cudnn_fine_tunes_a_release_checkpoint_and_keeps_its_transcripts(source, releases, tmp_path):
     values, results, _ = source
-    run = fine_tune(release, tmp_path, '--load_cudnn', '--learning_rate', 1e-5, '--force_initialize_learning_rate')
+    run = fine_tune(releases['release'], tmp_path, '--load_cudnn', '--learning_rate', 1e-5,
+                    '--force_initialize_learning_rate')
     assert sorted(line_with('Initialised 6 missing variable(s): ', run.output).split(': ')[1].split(', ')) == \
         sorted(LSTM_MOMENTS + ['epoch_position', 'epoch_loss'])
     # without an epoch position the epoch is global_step // batches per epoch (3 samples, batch 1)
@@ -101,27 +110,26 @@ def test_load_cudnn_fine_tunes_a_release_checkpoint_and_keeps_its_transcripts(so
     assert [r['res'] for r in tuned] == [r['res'] for r in results]
 
 
-def test_without_load_cudnn_the_error_names_the_flag(release, tmp_path):
-    run = fine_tune(release, tmp_path, check=False)
+def test_without_load_cudnn_the_error_names_the_flag(releases, tmp_path):
+    run = fine_tune(releases['release'], tmp_path, check=False)
     error = line_with('lacks variable(s)', run.output)
     assert run.returncode == 1 and all(name in error for name in LSTM_MOMENTS)
     assert 'add --load_cudnn' in error and 'Training from global step' not in run.output
 
 
-def test_load_cudnn_still_fails_on_any_other_missing_variable(source, tmp_path):
+def test_load_cudnn_still_fails_on_any_other_missing_variable(releases, tmp_path):
     """DeepSpeech 0.9 let any variable named *Adam* go missing; only the LSTM's moments may."""
-    release = write_release_layout(source[2], tmp_path, leave_out=['layer_2/bias/Adam', 'beta1_power'])
-    run = fine_tune(release, tmp_path / 'out', '--load_cudnn', check=False)
+    run = fine_tune(releases['other_missing'], tmp_path, '--load_cudnn', check=False)
     error = line_with('lacks variable(s)', run.output)
     assert run.returncode == 1 and 'beta1_power' in error and 'layer_2/bias/Adam' in error
     assert LSTM not in error and '--load_cudnn' not in error
 
 
-def test_two_ranks_drop_source_layers_with_load_cudnn_and_only_rank_0_reads(source, tmp_path):
+def test_two_ranks_drop_source_layers_with_load_cudnn_and_only_rank_0_reads(source, releases, tmp_path):
     """An older release without a learning_rate variable (DeepSpeech 0.9 accepted those too), moved to another
     alphabet by two ranks: the rate is --learning_rate's, and rank 0 alone reads the release and broadcasts
     it (one process loads as rank 0 does: the first test's fine-tuning)."""
-    release = write_release_layout(source[2], tmp_path / 'release', leave_out=['learning_rate'])
+    release = releases['no_learning_rate']
     trace_dir = tmp_path / 'traces'
     trace_dir.mkdir()
     flags = fine_tune_flags(release, tmp_path, '--load_cudnn', '--drop_source_layers', 1, '--learning_rate', 0,
