@@ -51,15 +51,22 @@ def exported(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def scored(exported, tmp_path_factory):
-    """A scorer knowing the utterance's words, and --one_shot_infer's transcript with it."""
+    """A scorer knowing the utterance's words, and the transcript with it, in this process as --one_shot_infer
+    makes it (evaluate.transcribe with make_decoder's beam search; the flag's own run is the exported
+    fixture's)."""
+    from tensorflow.python.eager import context
+    from deepspeech_training.decoding import make_decoder
+    from deepspeech_training.evaluate import transcribe
     lm = tmp_path_factory.mktemp('lm')
     (lm / 'text.txt').write_text(SCORER_TEXT)
     scorer = make_scorer(lm / 'text.txt', lm)
     beam_width, alpha, beta = SCORED
-    run = run_deepspeech('--n_hidden', N_HIDDEN, '--checkpoint_dir', exported[0].parent / 'checkpoints',
-                         '--load_evaluate', 'last', '--one_shot_infer', WAV, '--scorer_path', scorer,
-                         '--beam_width', beam_width, '--lm_alpha', alpha, '--lm_beta', beta)
-    return scorer, run.output.strip().splitlines()[-1]
+    settings, _ = settings_from_args('--n_hidden', N_HIDDEN, '--checkpoint_dir', exported[0].parent / 'checkpoints',
+                                     '--load_evaluate', 'last', '--scorer_path', scorer, '--beam_width', beam_width,
+                                     '--lm_alpha', alpha, '--lm_beta', beta)
+    with context.graph_mode():
+        [transcript] = transcribe(settings, [WAV], make_decoder(settings))
+    return scorer, transcript
 
 
 def stream(run_chunk, mfcc_of_window):
