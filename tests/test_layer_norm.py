@@ -9,7 +9,7 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tfv1
 
 from tests.helpers.suite import (OVERFIT_N_HIDDEN, SMOKE_SINGLE_CSV, overfit_single_utterance, run_deepspeech,
-                                 tiny_model_flags)
+                                 settings_from_args, tiny_model_flags)
 from test_export import CLIENT_MODELS, GREEDY, WAV, run_client_command
 
 N_HIDDEN = 64
@@ -51,9 +51,16 @@ def test_layer_norm_checkpoint_holds_deepspeechs_variables(trained):
 
 @pytest.mark.slow
 def test_layer_norm_checkpoint_reloads_only_with_the_flag(trained):
-    checkpoint_flags = ['--n_hidden', N_HIDDEN, '--checkpoint_dir', trained[0] / 'checkpoints', '--one_shot_infer', WAV]
-    assert run_deepspeech(*checkpoint_flags, '--layer_norm').output.strip().splitlines()[-1] == trained[1]
-    without = run_deepspeech(*checkpoint_flags, check=False)
+    """With the flag, loaded anew in this process and transcribed as --one_shot_infer does (evaluate.transcribe);
+    without it, a run stops with the fix."""
+    from tensorflow.python.eager import context
+    from deepspeech_training.decoding import make_decoder
+    from deepspeech_training.evaluate import transcribe
+    checkpoint_flags = ['--n_hidden', N_HIDDEN, '--checkpoint_dir', trained[0] / 'checkpoints']
+    settings, _ = settings_from_args(*checkpoint_flags, '--layer_norm')
+    with context.graph_mode():
+        assert transcribe(settings, [WAV], make_decoder(settings)) == [trained[1]]
+    without = run_deepspeech(*checkpoint_flags, '--one_shot_infer', WAV, check=False)
     assert without.returncode != 0
     assert 'was trained with --layer_norm' in without.output and 'add --layer_norm' in without.output
 
