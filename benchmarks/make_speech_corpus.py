@@ -14,11 +14,15 @@ data sets at run time. espeak-ng (a Debian package) speaks any text we give it, 
 
 Audio is 16 kHz mono 16-bit PCM WAV; CSVs have the DeepSpeech header wav_filename,wav_filesize,transcript
 with file names relative to the CSV's folder. Corpus wavs are named by a hash of (text, voice, speed,
-pitch), so a rerun reuses the wavs already there. Needs: apt-get install espeak-ng sox
+pitch), so a rerun reuses the wavs already there. The options that made a corpus are kept in its
+corpus.json: a rerun with other options into the same DIR stops with an error instead of rewriting the
+CSVs of the corpus there (a benchmark's default --utterances once silently shrank an 800-utterance corpus
+to 300). Needs: apt-get install espeak-ng sox
 """
 import argparse
 import csv
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -163,9 +167,31 @@ def split_sentences(sentences, seed, dev_fraction, test_fraction):
     return {text: split.get(text, 'train') for text in unique}
 
 
+def claim_corpus_dir(out_dir, options):
+    """Record the options of the corpus in out_dir/corpus.json; refuse a folder that holds a corpus made with
+    other options (its CSVs would be rewritten to another corpus under the user's feet)."""
+    os.makedirs(out_dir, exist_ok=True)
+    record = os.path.join(out_dir, 'corpus.json')
+    if os.path.exists(record):
+        with open(record, encoding='utf-8') as record_file:
+            existing = json.load(record_file)
+        if existing != options:
+            raise ValueError('{} holds a corpus made with {}; to reuse it, pass the same options (benchmarks: '
+                             '--utterances {}), or give another --out_dir for {}'.format(
+                                 out_dir, describe(existing), existing.get('count'), describe(options)))
+        return
+    with open(record, 'w', encoding='utf-8') as record_file:
+        json.dump(options, record_file, indent=1)
+
+
+def describe(options):
+    return ', '.join('{} {}'.format(key, value) for key, value in sorted(options.items()))
+
+
 def make_corpus(out_dir, count, seed, dev_fraction, test_fraction, voices, jobs):
     """The larger corpus: synthesise in parallel, then write the split CSVs and text files."""
-    os.makedirs(out_dir, exist_ok=True)
+    claim_corpus_dir(out_dir, dict(count=count, seed=seed, dev_fraction=dev_fraction, test_fraction=test_fraction,
+                                   voices=','.join(voices)))
     plan = plan_utterances(count, seed, voices)
     split = split_sentences([u[0] for u in plan], seed, dev_fraction, test_fraction)
     paths = [os.path.join(out_dir, wav_name(*u)) for u in plan]

@@ -49,13 +49,19 @@ def check_csv(path, alphabet):
     return rows, durations
 
 
-def make_corpus(out_dir, count=12):
-    """Run the script as a user would; returns its output."""
+def run_corpus_script(out_dir, count):
+    """Run the script as a user would: (exit code, output)."""
     result = subprocess.run([sys.executable, '-m', 'benchmarks.make_speech_corpus', '--out_dir', str(out_dir), '--count', str(count),
                              '--seed', '1', '--jobs', '4'], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, universal_newlines=True, timeout=120)
-    assert result.returncode == 0, result.stdout
-    return result.stdout
+    return result.returncode, result.stdout
+
+
+def make_corpus(out_dir, count=12):
+    """Run the script as a user would; returns its output."""
+    exit_code, output = run_corpus_script(out_dir, count)
+    assert exit_code == 0, output
+    return output
 
 
 def test_alphabet_is_deepspeech_english():
@@ -94,4 +100,10 @@ def test_generated_corpus_split_and_reuse(tmp_path):
     output = make_corpus(tmp_path)
     assert '0 synthesised, 12 reused' in output
     assert {name: (tmp_path / name).stat().st_mtime_ns for name in wavs} == mtimes
+    assert {name: (tmp_path / name).read_bytes() for name in csvs} == csvs
+
+    # Other options into the same folder stop before any CSV is rewritten, naming the fix.
+    exit_code, output = run_corpus_script(tmp_path, 10)
+    assert exit_code != 0
+    assert 'holds a corpus made with count 12' in output and '--utterances 12' in output, output
     assert {name: (tmp_path / name).read_bytes() for name in csvs} == csvs
