@@ -30,7 +30,9 @@ with the wall time of its tests and its dev loss per validation against wall tim
 printed and in time_to_quality.txt, and quality.png, dev loss against wall time (a line per configuration,
 mean over seeds) beside each seed's greedy WER against its wall time. With
 --resume, runs already in --out_dir with the same command and tests are reused, so `--seeds 6 --resume` adds
-seeds 5-6 to a finished 4-seed benchmark. doc/QUALITY.rst has the recipes it measured.
+seeds 5-6 to a finished 4-seed benchmark; a run with the same training but other tests (--scorer,
+--beam_width, --lm_trials, --average) keeps its training and redoes only its tests. doc/QUALITY.rst has the
+recipes it measured.
 """
 import argparse
 import json
@@ -151,6 +153,24 @@ def averaged(checkpoint_dir, run_dir, count):
     return out_dir if run_logged(command, os.path.join(run_dir, 'average.txt'))[0] == 0 else None
 
 
+# what train_once measures, kept when --resume redoes only the tests of a run
+TRAINING_MEASURES = ('np', 'seed', 'exit_code', 'wall_s', 'dev_losses', 'epochs', 'dev_curve', 'load_average')
+
+
+def train_once(name, ranks, seed, run_dir, train_flags, config):
+    """Train one run (DeepSpeech.py, its greedy test included); its measures (TRAINING_MEASURES, its label and
+    the greedy test's)."""
+    os.makedirs(run_dir, exist_ok=True)
+    started = time.time()
+    exit_code, output, seconds = run_logged(deepspeech_command(train_flags, ranks), os.path.join(run_dir, 'output.txt'),
+                                            environment(config))
+    dev = [(int(e), float(loss)) for e, loss in DEV_LINE.findall(output)]
+    return dict(label=name, np=ranks, seed=seed, exit_code=exit_code, wall_s=seconds,
+                dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(output)),
+                dev_curve=time_to_quality.dev_curve(os.path.join(run_dir, 'summaries'), started),
+                load_average=os.getloadavg()[0], single=dict(greedy=measured(output)))
+
+
 def run_once(config, seed, csvs, args):
     """Train and test one configuration with one seed; its measures (kept in the run's result.json, which a
     later run with --resume reuses, so more seeds can be added to a finished benchmark)."""
@@ -165,24 +185,23 @@ def run_once(config, seed, csvs, args):
                     os.path.join(run_dir, 'summaries'), '--noshow_progressbar', '--load_train', 'init',
                     '--load_evaluate', 'best']     # the greedy test of best_dev, also under --ema_decay
                    + keep + model_flags + ['--beam_width', '1'])
-    # the run's identity for --resume: not the interpreter or the checkout's path
-    identity = dict(np=ranks, train=train_flags, env=environment(config), beam_width=args.beam_width,
-                    average=args.average, lm_trials=args.lm_trials if args.scorer_path else None)
+    # the run's identity for --resume (not the interpreter or the checkout's path): its training, then its tests
+    training = dict(np=ranks, train=train_flags, env=environment(config))
+    identity = dict(training, beam_width=args.beam_width, average=args.average,
+                    lm_trials=args.lm_trials if args.scorer_path else None)
+    previous = {}
     if args.resume and os.path.exists(result_path):
-        with open(result_path) as previous:
-            result = json.load(previous)
-        if result.get('identity') == identity:
-            return dict(result, label=name, reused=True)
-    os.makedirs(run_dir, exist_ok=True)
-    started = time.time()
-    exit_code, output, seconds = run_logged(deepspeech_command(train_flags, ranks), os.path.join(run_dir, 'output.txt'),
-                                            environment(config))
-    dev = [(int(e), float(loss)) for e, loss in DEV_LINE.findall(output)]
-    result = dict(label=name, np=ranks, seed=seed, exit_code=exit_code, wall_s=seconds,
-                  dev_losses=[loss for _, loss in dev], epochs=len(STEP_LINE.findall(output)),
-                  dev_curve=time_to_quality.dev_curve(os.path.join(run_dir, 'summaries'), started),
-                  load_average=os.getloadavg()[0], identity=identity, single=dict(greedy=measured(output)))
-    if exit_code == 0:
+        with open(result_path) as previous_file:
+            previous = json.load(previous_file)
+        if previous.get('identity') == identity:
+            return dict(previous, label=name, reused=True)
+    if {key: previous.get('identity', {}).get(key) for key in training} == training:
+        result = {key: previous[key] for key in TRAINING_MEASURES}
+        result.update(label=name, identity=identity, retested=True, single=dict(greedy=previous['single']['greedy']))
+    else:
+        result = train_once(name, ranks, seed, run_dir, train_flags, config)
+        result['identity'] = identity
+    if result['exit_code'] == 0:
         started = time.time()
         tester = Tester(run_dir, model_flags, csvs, seed, args)
         result['single'], result['lm_weights'] = tester.decodings(checkpoint_dir, 'test', result['single']['greedy'])
@@ -275,7 +294,7 @@ def main(argv=None):
                 run['label'], seed, wers(run['single']), '; mean of the last {}: {}'.format(args.average, wers(
                     run.get('averaged', {}))) if args.average else '',
                 '; weight average: ' + wers(run['ema']) if 'ema' in run else '', run['wall_s'], run['exit_code'],
-                ', reused' if run.get('reused') else ''), flush=True)
+                ', reused' if run.get('reused') else ', training reused' if run.get('retested') else ''), flush=True)
     summaries = []
     for config in configs:
         mine = [r for r in runs if r['label'] == label(config)]

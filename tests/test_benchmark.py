@@ -130,8 +130,9 @@ def test_step_profile_puts_every_matmul_in_bfloat16_with_the_flag_and_none_witho
 
 def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished_runs(tmp_path):
     """Tiny: two Horovod ranks with --ema_decay, greedy, beam and beam + scorer, the best-dev checkpoint, the mean
-    of the last two and the weight average; then the same command with --resume trains nothing. (One process
-    differs only in its command: test_configurations_name_their_ranks_and_flags.)"""
+    of the last two and the weight average; then the same command with --resume trains nothing, and with other
+    tests it keeps the training and redoes the tests. (One process differs only in its command:
+    test_configurations_name_their_ranks_and_flags.)"""
     out = tmp_path / 'results'
     recipe = tmp_path / 'recipe.flags'     # a flagfile after --base_flags (the shipped ones set a model size)
     recipe.write_text('--layer_norm\n--shuffle_batches\n--augment=frequency_mask[p=0.8,n=2:4,size=2:4]\n')
@@ -173,6 +174,17 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     assert curves[1].split()[:2] == ['configuration', 'runs'] and [line.split()[:2] for line in curves[3:]] == [
         ['recipe', '1']]
     assert '\n'.join(curves) in output
+
+    training_log = (recipe_run / 'output.txt').stat().st_mtime_ns
+    retest = [arg for arg in command if arg != '--scorer']
+    retest[retest.index('--beam_width') + 1] = 4
+    output = run_command(retest + ['--resume'], timeout=600).output
+    assert output.count('(exit 0, training reused)') == 1, output
+    assert (recipe_run / 'output.txt').stat().st_mtime_ns == training_log
+    retested = json.loads((out / 'quality.json').read_text())['runs'][0]
+    assert retested['identity']['beam_width'] == 4 and retested['wall_s'] == runs[0]['wall_s']
+    assert retested['single']['greedy'] == runs[0]['single']['greedy']
+    assert all(sorted(retested[checkpoint]) == ['beam', 'greedy'] for checkpoint in ('single', 'averaged', 'ema'))
     assert (out / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
