@@ -20,7 +20,8 @@ training transcripts (built once per corpus with data/lm/generate_lm.py and bin/
 at the alpha and beta lm_optimizer.py finds on dev in --lm_trials trials. With --average K the mean of the
 run's last K train checkpoints (bin/average_checkpoints.py) is tested the same ways (with the best-dev
 checkpoint's alpha and beta), a row of its own ("<label> avg K"); so is the weight average of a
-configuration trained with --ema_decay (its `ema/` checkpoint, "<label> ema").
+configuration trained with --ema_decay (its `ema/` checkpoint, "<label> ema"), at the alpha and beta found for
+it (it is the model such a run delivers, the one its user tunes the scorer for).
 
 Reports per configuration and decoding the test WER and CER (mean and spread over the seeds: one seed tells
 little, runs of one configuration differ by several points of WER), the last dev loss, the training wall
@@ -121,13 +122,13 @@ class Tester:
                    + self._flags(checkpoint_dir) + list(decoding))
         return measured(run_logged(command, os.path.join(self.run_dir, name + '.txt'))[1])
 
-    def lm_weights(self, checkpoint_dir):
+    def lm_weights(self, checkpoint_dir, name):
         """(alpha, beta) lm_optimizer.py finds on dev for the checkpoint, None if it failed."""
         command = ([sys.executable, os.path.join(ROOT, 'lm_optimizer.py'), '--test_files', self.csvs['dev']]
                    + self._flags(checkpoint_dir) + ['--scorer_path', self.args.scorer_path, '--beam_width',
                                                     str(self.args.beam_width), '--n_trials', str(self.args.lm_trials),
                                                     '--random_seed', str(self.seed)])
-        found = BEST_LM_WEIGHTS.search(run_logged(command, os.path.join(self.run_dir, 'lm_optimizer.txt'))[1])
+        found = BEST_LM_WEIGHTS.search(run_logged(command, os.path.join(self.run_dir, name + '-lm_optimizer.txt'))[1])
         return (float(found.group(1)), float(found.group(2))) if found else None
 
     def decodings(self, checkpoint_dir, name, greedy=None, lm_weights=None):
@@ -137,7 +138,7 @@ class Tester:
         results = dict(greedy=greedy or self.test(checkpoint_dir, name + '-greedy', '--beam_width', '1'),
                        beam=self.test(checkpoint_dir, name + '-beam', *beam))
         if self.args.scorer_path:
-            lm_weights = lm_weights or self.lm_weights(checkpoint_dir)
+            lm_weights = lm_weights or self.lm_weights(checkpoint_dir, name)
             if lm_weights:
                 results['scorer'] = self.test(checkpoint_dir, name + '-scorer', *beam, '--scorer_path',
                                               self.args.scorer_path, '--lm_alpha', str(lm_weights[0]),
@@ -211,7 +212,7 @@ def run_once(config, seed, csvs, args):
                 if mean_dir else {}
         ema_dir = os.path.join(checkpoint_dir, 'ema')     # written by --ema_decay
         if os.path.isdir(ema_dir):
-            result['ema'] = tester.decodings(ema_dir, 'ema', lm_weights=result['lm_weights'])[0]
+            result['ema'], result['ema_lm_weights'] = tester.decodings(ema_dir, 'ema')
         result['test_s'] = time.time() - started
         with open(result_path, 'w') as out:
             json.dump(result, out)

@@ -145,7 +145,8 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     recipe_run = out / 'runs' / 'recipe-seed1'
     assert 'x 2 rank(s)' in (recipe_run / 'output.txt').read_text()
     assert (recipe_run / 'averaged' / 'best_dev_checkpoint').is_file()
-    assert 'Best params: lm_alpha=' in (recipe_run / 'lm_optimizer.txt').read_text()
+    for tuned in ('test', 'ema'):      # the best-dev checkpoint and the weight average, each for itself
+        assert 'Best params: lm_alpha=' in (recipe_run / (tuned + '-lm_optimizer.txt')).read_text()
     used = (recipe_run / 'checkpoints' / 'flags.txt').read_text().splitlines()
     with open(recipe) as flagfile:
         assert set(line.strip() for line in flagfile if line.startswith('--')) <= set(used)
@@ -163,7 +164,8 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
     runs = report['runs']
     assert [(r['label'], r['np'], r['seed'], r['exit_code'], r['epochs']) for r in runs] == [('recipe', 2, 1, 0, 2)]
     for r in runs:
-        assert len(r['dev_losses']) == 2 and r['wall_s'] > 0 and r['test_s'] > 0 and len(r['lm_weights']) == 2
+        assert len(r['dev_losses']) == 2 and r['wall_s'] > 0 and r['test_s'] > 0
+        assert len(r['lm_weights']) == len(r['ema_lm_weights']) == 2
         for checkpoint in ('single', 'averaged', 'ema'):
             assert sorted(r[checkpoint]) == ['beam', 'greedy', 'scorer']
             assert all(0 <= m['wer'] and 0 <= m['cer'] for m in r[checkpoint].values())
