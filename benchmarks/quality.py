@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -159,9 +160,11 @@ TRAINING_MEASURES = ('np', 'seed', 'exit_code', 'wall_s', 'dev_losses', 'epochs'
 
 
 def train_once(name, ranks, seed, run_dir, train_flags, config):
-    """Train one run (DeepSpeech.py, its greedy test included); its measures (TRAINING_MEASURES, its label and
-    the greedy test's)."""
-    os.makedirs(run_dir, exist_ok=True)
+    """Train one run (DeepSpeech.py, its greedy test included) in an emptied folder (an interrupted run's
+    summaries would otherwise join its dev-loss curve); its measures (TRAINING_MEASURES, its label and the
+    greedy test's)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(run_dir)
     started = time.time()
     exit_code, output, seconds = run_logged(deepspeech_command(train_flags, ranks), os.path.join(run_dir, 'output.txt'),
                                             environment(config))

@@ -141,8 +141,12 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
                '--seeds', 1, '--utterances', 20, '--corpus_dir', tmp_path / 'corpus', '--out_dir', out,
                '--scorer', '--lm_trials', 2, '--beam_width', 8, '--average', 2,
                '--base_flags', '--n_hidden 16 --train_batch_size 4 --dev_batch_size 4 --test_batch_size 4 --epochs 2']
-    run_command(command, timeout=600)
     recipe_run = out / 'runs' / 'recipe-seed1'
+    stale = recipe_run / 'summaries' / 'dev' / 'events.out.tfevents.1.interrupted'    # of a run stopped midway
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b'')
+    run_command(command, timeout=600)
+    assert not stale.exists()
     assert 'x 2 rank(s)' in (recipe_run / 'output.txt').read_text()
     assert (recipe_run / 'averaged' / 'best_dev_checkpoint').is_file()
     for tuned in ('test', 'ema'):      # the best-dev checkpoint and the weight average, each for itself
