@@ -29,7 +29,7 @@ time (training and the greedy test); prints the table, writes <out_dir>/quality.
 with the wall time of its tests and its dev loss per validation against wall time); then the time to quality
 (benchmarks/time_to_quality.py): the best dev loss each configuration reached by each of a few wall times,
 printed and in time_to_quality.txt, and quality.png, dev loss against wall time (a line per configuration,
-mean over seeds) beside each seed's greedy WER against its wall time. With
+mean over seeds) beside each seed's greedy WER (of the weights it delivers) against its wall time. With
 --resume, runs already in --out_dir with the same command and tests are reused, so `--seeds 6 --resume` adds
 seeds 5-6 to a finished 4-seed benchmark; a run with the same training but other tests (--scorer,
 --beam_width, --lm_trials, --average) keeps its training and redoes only its tests. doc/QUALITY.rst has the

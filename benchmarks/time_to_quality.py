@@ -42,9 +42,16 @@ def by_configuration(runs):
     return {name: [r for r in runs if r['label'] == name] for name in dict.fromkeys(r['label'] for r in runs)}
 
 
+def delivered_wer(run):
+    """The greedy test WER of the weights the run delivers: its weight average under --ema_decay (what its
+    own test, export and --one_shot_infer use), else its best-dev checkpoint; None if untested."""
+    average = run.get('ema', {}).get('greedy', {}).get('wer')
+    return run['single']['greedy']['wer'] if average is None else average
+
+
 def table(runs):
     """A row per configuration: the mean over its seeds of the best dev loss reached by each of POINTS wall
-    times, its mean wall time and mean greedy test WER (of the best-dev checkpoint)."""
+    times, its mean wall time and mean greedy test WER of the weights it delivers."""
     configurations = by_configuration(runs)
     longest = max(statistics.mean(r['wall_s'] for r in mine) for mine in configurations.values())
     times = [round(longest * (i + 1) / POINTS) for i in range(POINTS)]
@@ -55,7 +62,7 @@ def table(runs):
         for t in times:
             reached = [best_by(curve, t) for curve in curves]
             row[t] = statistics.mean(reached) if curves and None not in reached else None
-        wers = [r['single']['greedy']['wer'] for r in mine if r['single']['greedy']['wer'] is not None]
+        wers = [delivered_wer(r) for r in mine if delivered_wer(r) is not None]
         row['wer'] = statistics.mean(wers) if wers else None
         rows.append(row)
     columns = ([('configuration', 'label', '{}'), ('runs', 'runs', '{}')]
@@ -67,7 +74,7 @@ def table(runs):
 
 def plot(runs, path):
     """The PNG: dev loss against wall time, a line per configuration (mean over seeds), and each seed's
-    greedy test WER against its wall time."""
+    greedy test WER of its delivered weights against its wall time."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -75,15 +82,15 @@ def plot(runs, path):
     for name, mine in by_configuration(runs).items():
         curve = mean_curve([r.get('dev_curve') for r in mine])
         line, = losses.plot([at for at, _ in curve], [loss for _, loss in curve], marker='.', label=name)
-        tested = [r for r in mine if r['single']['greedy']['wer'] is not None]
-        wers.scatter([r['wall_s'] for r in tested], [r['single']['greedy']['wer'] for r in tested],
+        tested = [r for r in mine if delivered_wer(r) is not None]
+        wers.scatter([r['wall_s'] for r in tested], [delivered_wer(r) for r in tested],
                      color=line.get_color(), label=name)
     losses.set_xlabel('wall time since the run started (s)')
     losses.set_ylabel('dev loss (mean over seeds)')
     losses.grid(True, alpha=0.3)
     losses.legend()
     wers.set_xlabel('training + greedy test wall time (s)')
-    wers.set_ylabel('test WER (greedy, best dev), a point per seed')
+    wers.set_ylabel('test WER (greedy, delivered weights), a point per seed')
     wers.grid(True, alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=100)

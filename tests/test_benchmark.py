@@ -197,22 +197,25 @@ def test_quality_benchmark_tests_each_configuration_per_seed_and_reuses_finished
 @pytest.mark.fast
 def test_time_to_quality_is_the_best_dev_loss_reached_by_each_time_a_line_per_configuration(tmp_path):
     """Two configurations of two seeds: a row and a line each, the mean over seeds of the lowest dev loss
-    reached by then (a later rise does not count), '-' before a seed's first validation."""
+    reached by then (a later rise does not count), '-' before a seed's first validation; the WER is of the
+    weights a run delivers (its weight average when it has one)."""
     from benchmarks import time_to_quality
 
     def run(name, wall_s, curve, wer):
         return dict(label=name, wall_s=wall_s, dev_curve=curve, single=dict(greedy=dict(wer=wer)))
     runs = [run('slow', 60, [(20, 9.0), (40, 5.0), (60, 7.0)], 0.4), run('fast', 30, [(15, 6.0), (30, 4.0)], 0.3),
             run('slow', 60, [(20, 7.0), (40, 3.0), (60, 1.0)], 0.2), run('fast', 30, [(5, 6.0), (30, 2.0)], 0.1)]
+    runs[1]['ema'] = dict(greedy=dict(wer=0.1))     # 'fast' seed 1 delivers its weight average
     lines = time_to_quality.table(runs).splitlines()
     assert lines[1].split() == ['configuration', 'runs', '10', 's', '20', 's', '30', 's', '40', 's', '50', 's', '60',
                                 's', 'wall', 's', 'greedy', 'WER']
     assert [line.split() for line in lines[3:]] == [
         ['slow', '2', '-', '8.00', '8.00', '4.00', '4.00', '3.00', '60', '0.300'],
-        ['fast', '2', '-', '6.00', '3.00', '3.00', '3.00', '3.00', '30', '0.200']]
+        ['fast', '2', '-', '6.00', '3.00', '3.00', '3.00', '3.00', '30', '0.100']]
     figure = time_to_quality.plot(runs, tmp_path / 'quality.png')
     assert [line.get_label() for line in figure.axes[0].get_lines()] == ['slow', 'fast']
     assert list(figure.axes[0].get_lines()[1].get_xdata()) == [10, 30]
+    assert sorted(figure.axes[1].collections[1].get_offsets()[:, 1]) == [0.1, 0.1]
     assert (tmp_path / 'quality.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
